@@ -1,0 +1,211 @@
+"""The one vocabulary every part of npumon speaks: Snapshot, ChipSample, HostSample, Finding.
+
+Sources fill these in; the exporter, the rules, the notifier and `npumon check` only read them.
+Units are base units throughout (bytes, watts, celsius, seconds, ratios 0..1); `None` means the
+hardware or the tool did not report a value.
+"""
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
+
+MIB = 1048576  # npu-smi's "MB" are MiB
+
+HEALTH_STATES = ("OK", "Warning", "Alarm", "Critical", "UNKNOWN")
+SEVERITIES = ("info", "warning", "critical")
+STATUSES = ("ok", "warning", "critical", "unknown")
+
+# Fields of a chip that `-t` queries and the main table fill in. Parsers return dicts keyed by
+# these names so merging a query's result into a chip is a plain update.
+CHIP_VALUE_FIELDS = (
+    "name", "health", "bus_id", "device_id", "phy_id",
+    "temperature_celsius", "power_watts",
+    "aicore_ratio", "aivector_ratio", "aicpu_ratio", "ctrlcpu_ratio", "aicube_ratio",
+    "vectorcore_ratio", "npu_util_ratio",
+    "hbm_bandwidth_ratio", "ddr_bandwidth_ratio",
+    "memory_used_bytes", "memory_total_bytes", "hbm_used_bytes", "hbm_total_bytes",
+    "hugepages_used", "hugepages_total",
+    "ecc_single_bit_errors", "ecc_double_bit_errors", "ecc_isolated_pages", "ecc",
+    "error_codes", "error_information",
+    "firmware_version", "driver_version", "compatibility",
+)
+
+
+@dataclass
+class ProcessSample:
+    npu: int
+    chip: Optional[int]
+    pid: int
+    name: Optional[str]
+    memory_bytes: Optional[int]
+    container_pid: Optional[int] = None
+
+
+@dataclass
+class ChipSample:
+    """One chip (die) as npu-smi numbers it: `npu` is the card id, `chip` the index in the card."""
+
+    npu: int
+    chip: int
+    name: Optional[str] = None
+    health: Optional[str] = None
+    bus_id: Optional[str] = None
+    device_id: Optional[int] = None  # logical id = /dev/davinciN where npu-smi prints it
+    phy_id: Optional[int] = None  # A3 only
+    temperature_celsius: Optional[float] = None
+    power_watts: Optional[float] = None
+    aicore_ratio: Optional[float] = None
+    aivector_ratio: Optional[float] = None
+    aicpu_ratio: Optional[float] = None
+    ctrlcpu_ratio: Optional[float] = None
+    aicube_ratio: Optional[float] = None
+    vectorcore_ratio: Optional[float] = None
+    npu_util_ratio: Optional[float] = None
+    hbm_bandwidth_ratio: Optional[float] = None
+    ddr_bandwidth_ratio: Optional[float] = None
+    memory_used_bytes: Optional[int] = None
+    memory_total_bytes: Optional[int] = None
+    hbm_used_bytes: Optional[int] = None
+    hbm_total_bytes: Optional[int] = None
+    hugepages_used: Optional[int] = None
+    hugepages_total: Optional[int] = None
+    ecc_single_bit_errors: Optional[int] = None
+    ecc_double_bit_errors: Optional[int] = None
+    ecc_isolated_pages: Optional[int] = None
+    # per memory ("hbm", "ddr") -> {"single": n, "double": n, "isolated_pages": n}
+    ecc: Optional[Dict[str, Dict[str, Optional[int]]]] = None
+    error_codes: List[str] = field(default_factory=list)
+    error_information: List[str] = field(default_factory=list)
+    firmware_version: Optional[str] = None
+    driver_version: Optional[str] = None
+    compatibility: Optional[str] = None
+    processes: List[ProcessSample] = field(default_factory=list)
+    pcie: Optional["PcieLink"] = None
+
+    @property
+    def key(self):
+        return (self.npu, self.chip)
+
+    @property
+    def subject(self) -> str:
+        return "npu{}/chip{}".format(self.npu, self.chip)
+
+    def update(self, values: Dict[str, Any]) -> None:
+        """Merge a parser's `{field: value}` dict; unknown fields are a programming error."""
+        for name, value in values.items():
+            if name not in CHIP_VALUE_FIELDS:
+                raise KeyError("unknown chip field {!r}".format(name))
+            setattr(self, name, value)
+
+
+@dataclass
+class PcieLink:
+    current_speed_gts: Optional[float] = None
+    max_speed_gts: Optional[float] = None
+    current_width: Optional[int] = None
+    max_width: Optional[int] = None
+
+    @property
+    def degraded(self) -> Optional[bool]:
+        pairs = ((self.current_speed_gts, self.max_speed_gts), (self.current_width, self.max_width))
+        known = [(cur, top) for cur, top in pairs if cur is not None and top is not None]
+        if not known:
+            return None
+        return any(cur < top for cur, top in known)
+
+
+@dataclass
+class NumaNode:
+    node: int
+    cpus: List[int] = field(default_factory=list)
+    cpu_ratio: Optional[float] = None
+    memory_total_bytes: Optional[int] = None
+    memory_free_bytes: Optional[int] = None
+
+
+@dataclass
+class DeviceFile:
+    path: str
+    exists: bool
+    accessible: bool  # readable and writable by this process
+    mode: Optional[str] = None  # e.g. "crw-rw----"
+    owner: Optional[str] = None
+    group: Optional[str] = None
+
+
+@dataclass
+class HostSample:
+    hostname: str = ""
+    cpu_ratio: Optional[float] = None
+    cpu_count: Optional[int] = None
+    load1: Optional[float] = None
+    memory_total_bytes: Optional[int] = None
+    memory_available_bytes: Optional[int] = None
+    numa_nodes: List[NumaNode] = field(default_factory=list)
+    numa_balancing: Optional[int] = None
+    max_map_count: Optional[int] = None
+    driver_version: Optional[str] = None
+    firmware_version: Optional[str] = None
+    cann_version: Optional[str] = None
+    # compatible ranges read from the version files, e.g. "[7.0.0,7.2.99]"
+    driver_compatible_firmware: Optional[str] = None
+    firmware_compatible_driver: Optional[str] = None
+    device_files: List[DeviceFile] = field(default_factory=list)
+    serving_queue_depth: Optional[float] = None
+
+
+@dataclass
+class SourceStatus:
+    ok: bool
+    error: Optional[str] = None
+    duration_seconds: Optional[float] = None
+    last_success: Optional[float] = None  # unix time
+    unsupported: bool = False  # the product does not support this query at all
+
+    def to_json(self) -> Dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "error": self.error,
+            "duration_seconds": None if self.duration_seconds is None else round(self.duration_seconds, 4),
+            "last_success": self.last_success,
+            "unsupported": self.unsupported,
+        }
+
+
+@dataclass
+class Snapshot:
+    time: float  # unix time the snapshot was assembled
+    host: HostSample
+    chips: List[ChipSample]
+    sources: Dict[str, SourceStatus]
+    tool_version: Optional[str] = None
+    driver_version: Optional[str] = None  # as the npu-smi title line prints it
+
+    def chip(self, npu: int, chip: int) -> Optional[ChipSample]:
+        for sample in self.chips:
+            if sample.npu == npu and sample.chip == chip:
+                return sample
+        return None
+
+
+@dataclass(frozen=True)
+class Finding:
+    rule: str
+    severity: str  # info | warning | critical
+    subject: str  # "host" or "npu<N>/chip<C>"
+    summary: str
+    hint: str
+    since: float  # unix time the condition started to hold
+    labels: Dict[str, str] = field(default_factory=dict)
+    shadow: bool = False  # recorded, never notified
+
+    def to_json(self) -> Dict[str, Any]:
+        data = dataclasses.asdict(self)
+        return data
+
+
+def chip_json(chip: ChipSample) -> Dict[str, Any]:
+    """The `check --json` / `/status` form of a chip (contract keys first, then extras)."""
+    data = dataclasses.asdict(chip)
+    data["pcie"] = None if chip.pcie is None else dict(dataclasses.asdict(chip.pcie), degraded=chip.pcie.degraded)
+    return data
