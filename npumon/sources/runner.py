@@ -1,0 +1,132 @@
+"""Run an external tool safely: argv lists, a deadline, the whole process group killed on timeout.
+
+npu-smi is known to hang when the driver is wedged; a hung call must never stall the daemon or leave a
+process behind. Each call runs in its own session (process group), so a timeout kills the tool *and*
+anything it started, and the child is always reaped.
+"""
+
+import os
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Sequence, Set
+
+REAP_GRACE_SECONDS = 2.0
+_SYSTEMD_VARIABLES = ("NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID")
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    argv: List[str]
+    returncode: Optional[int]  # None when the process never ran or was killed
+    stdout: str
+    stderr: str
+    duration_seconds: float
+    timed_out: bool = False
+    error: Optional[str] = None  # could not start, or no free slot
+
+    @property
+    def output(self) -> str:
+        """npu-smi prints some errors on stdout and some on stderr; parsers look at both."""
+        if self.stderr.strip() and not self.stdout.strip():
+            return self.stderr
+        return self.stdout
+
+    def describe_failure(self) -> str:
+        if self.error:
+            return self.error
+        if self.timed_out:
+            return "timed out after {:.1f}s (process group killed)".format(self.duration_seconds)
+        first = (self.stderr.strip() or self.stdout.strip()).splitlines()
+        return "exit status {}{}".format(self.returncode, ": " + first[0][:200] if first else "")
+
+
+class CommandRunner:
+    """Runs `prefix + args` with a deadline and at most `max_concurrent` processes at a time."""
+
+    def __init__(self, prefix: Sequence[str], timeout_seconds: float, max_concurrent: int = 2,
+                 env: Optional[Dict[str, str]] = None):
+        self.prefix = list(prefix)
+        self.timeout_seconds = timeout_seconds
+        self.max_concurrent = max_concurrent
+        self._slots = threading.BoundedSemaphore(max_concurrent)
+        self._env = _child_environment(env)
+        self._live_lock = threading.Lock()
+        self._live: Set["subprocess.Popen[bytes]"] = set()
+
+    def run(self, args: Sequence[str], timeout_seconds: Optional[float] = None) -> CommandResult:
+        argv = self.prefix + list(args)
+        deadline = self.timeout_seconds if timeout_seconds is None else timeout_seconds
+        started = time.monotonic()
+        # Waiting for a free slot counts against the deadline: the caller was promised an answer in time.
+        if not self._slots.acquire(timeout=deadline):
+            return CommandResult(argv, None, "", "", time.monotonic() - started, timed_out=True,
+                                 error="no free slot within {:.1f}s ({} calls already running)".format(
+                                     deadline, self.max_concurrent))
+        try:
+            return self._run_in_slot(argv, started, deadline)
+        finally:
+            self._slots.release()
+
+    def _run_in_slot(self, argv: List[str], started: float, deadline: float) -> CommandResult:
+        try:
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, start_new_session=True, env=self._env)
+        except OSError as exc:
+            return CommandResult(argv, None, "", "", time.monotonic() - started,
+                                 error="cannot run {}: {}".format(argv[0], exc.strerror or exc))
+        with self._live_lock:
+            self._live.add(proc)
+        remaining = max(0.0, deadline - (time.monotonic() - started))
+        try:
+            out, err = proc.communicate(timeout=remaining)
+            timed_out = False
+        except subprocess.TimeoutExpired:
+            out, err = _kill_and_reap(proc)
+            timed_out = True
+        finally:
+            with self._live_lock:
+                self._live.discard(proc)
+        return CommandResult(argv, None if timed_out else proc.returncode,
+                             _decode(out), _decode(err), time.monotonic() - started, timed_out=timed_out)
+
+
+    def terminate_all(self) -> None:
+        """On shutdown: kill the process groups of calls still running (their threads then reap them)."""
+        with self._live_lock:
+            live = list(self._live)
+        for proc in live:
+            _kill_group(proc)
+
+
+def _child_environment(extra: Optional[Dict[str, str]]) -> Dict[str, str]:
+    # The tool must not talk to systemd on our behalf (it would count as our readiness or watchdog ping).
+    env = {key: value for key, value in os.environ.items() if key not in _SYSTEMD_VARIABLES}
+    env.update(extra or {})
+    return env
+
+
+def _kill_group(proc: "subprocess.Popen[bytes]") -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _kill_and_reap(proc: "subprocess.Popen[bytes]"):
+    _kill_group(proc)
+    try:
+        return proc.communicate(timeout=REAP_GRACE_SECONDS)
+    except subprocess.TimeoutExpired:
+        # Something outside the group still holds our pipes open: stop reading, but still reap the child.
+        for pipe in (proc.stdout, proc.stderr):
+            if pipe is not None:
+                pipe.close()
+        proc.wait()
+        return b"", b""
+
+
+def _decode(data: Optional[bytes]) -> str:
+    return (data or b"").decode("utf-8", errors="replace")

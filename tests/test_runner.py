@@ -1,0 +1,75 @@
+"""The subprocess runner: deadlines, process-group kill, reaping, the concurrency bound."""
+
+import os
+import sys
+import threading
+import time
+
+import psutil
+
+from npumon.sources.runner import CommandRunner
+
+PY = sys.executable
+
+
+def _children_alive(marker: str):
+    found = []
+    for proc in psutil.process_iter(["cmdline", "status"]):
+        cmdline = proc.info["cmdline"] or []
+        if any(marker in part for part in cmdline) and proc.info["status"] != psutil.STATUS_ZOMBIE:
+            found.append(proc.pid)
+    return found
+
+
+def test_captures_stdout_stderr_and_status():
+    runner = CommandRunner([PY, "-c"], timeout_seconds=10)
+    result = runner.run(["import sys; print('out'); print('err', file=sys.stderr); sys.exit(3)"])
+    assert result.stdout == "out\n"
+    assert result.stderr == "err\n"
+    assert result.returncode == 3
+    assert not result.timed_out
+    assert result.describe_failure() == "exit status 3: err"
+
+
+def test_missing_executable_is_an_error_not_an_exception():
+    runner = CommandRunner(["/nonexistent/npu-smi"], timeout_seconds=1)
+    result = runner.run(["info"])
+    assert result.returncode is None
+    assert "cannot run /nonexistent/npu-smi" in result.error
+
+
+def test_timeout_kills_the_whole_process_group_and_reaps_it():
+    marker = "npumon-runner-test-{}".format(os.getpid())
+    # The tool starts a grandchild and both hang: killing only the direct child would leave an orphan.
+    script = ("import subprocess, sys, time; "
+              "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)', '{0}']); "
+              "time.sleep(300)").format(marker)
+    runner = CommandRunner([PY, "-c", script, marker], timeout_seconds=0.5)
+    started = time.monotonic()
+    result = runner.run([])
+    elapsed = time.monotonic() - started
+    assert result.timed_out
+    assert result.returncode is None
+    assert elapsed < 3.0
+    assert "timed out" in result.describe_failure()
+    deadline = time.monotonic() + 3
+    while _children_alive(marker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _children_alive(marker) == []
+
+
+def test_concurrency_bound_and_waiting_counts_against_the_deadline():
+    runner = CommandRunner([PY, "-c", "import time; time.sleep(1.0)"], timeout_seconds=5, max_concurrent=1)
+    results = []
+    first = threading.Thread(target=lambda: results.append(runner.run([])))
+    first.start()
+    time.sleep(0.3)
+    queued = runner.run([], timeout_seconds=0.2)  # the only slot is busy for ~0.7 s more
+    first.join()
+    assert queued.timed_out and "no free slot" in queued.error
+    assert results[0].returncode == 0
+
+
+def test_undecodable_output_does_not_raise():
+    runner = CommandRunner([PY, "-c", "import sys; sys.stdout.buffer.write(b'\\xff\\xfe ok')"], timeout_seconds=5)
+    assert runner.run([]).stdout.endswith(" ok")
