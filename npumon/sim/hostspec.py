@@ -1,0 +1,50 @@
+"""Turn a product and a scenario's host values into the fake host tree's spec (hostroot.HostRootSpec)."""
+
+from typing import Any, Dict, List
+
+from .hostroot import HostRootSpec, SimLink
+from .products import Product
+
+
+def host_root_spec(product: Product, host: Dict[str, Any], cpu_busy_ratio: List[float]) -> HostRootSpec:
+    """`host` is a scenario's host section with defaults filled in; `cpu_busy_ratio` has one value per node."""
+    missing = list(product.absent_device_files)
+    missing += [path for path in host["missing_device_files"] if path not in missing]
+    return HostRootSpec(
+        hostname=host["hostname"],
+        cpus_per_node=host["cpus_per_node"],
+        numa_nodes=host["numa_nodes"],
+        cpu_busy_ratio=cpu_busy_ratio,
+        memory_total_bytes=host["memory_total_bytes"],
+        memory_available_bytes=host["memory_available_bytes"],
+        numa_balancing=host["numa_balancing"],
+        max_map_count=host["max_map_count"],
+        driver_version=host["driver_version"],
+        firmware_version=host["firmware_version"],
+        cann_version=host["cann_version"],
+        driver_compatible_firmware=host["driver_compatible_firmware"],
+        firmware_compatible_driver=host["firmware_compatible_driver"],
+        device_count=len(product.slots()),
+        missing_device_files=missing,
+        links=_links(product, host["pcie_links"]),
+    )
+
+
+def _links(product: Product, overrides: List[Dict[str, Any]]) -> List[SimLink]:
+    """One link per PCIe bus id (the two chips of a 300I Duo share one), at full speed unless overridden."""
+    if product.pcie_max_speed is None or product.pcie_max_width is None:
+        return []
+    by_device = {override["device"]: override for override in overrides}
+    links: Dict[str, SimLink] = {}
+    for slot in product.slots():
+        if slot.bus_id is None or slot.bus_id in links:
+            continue
+        override = by_device.get(slot.device_id, {})
+        links[slot.bus_id] = SimLink(
+            bus_id=slot.bus_id,
+            current_speed=override.get("current_speed", product.pcie_max_speed),
+            max_speed=product.pcie_max_speed,
+            current_width=override.get("current_width", product.pcie_max_width),
+            max_width=product.pcie_max_width,
+        )
+    return list(links.values())

@@ -1,0 +1,230 @@
+"""npu-smi-sim: an npu-smi-compatible executable that answers from a simulation's state directory.
+
+    NPUMON_SIM_STATE=<dir> python -m npumon.sim.npusmi info -t usages -i 0
+
+It accepts real npu-smi's argument syntax (`info`, `info -l`, `info -m`, `info -t TYPE -i N [-c C]`,
+`-v`) and prints real npu-smi's texts, errors included, so npumon runs it exactly as it runs npu-smi.
+Each call reads the state, computes scenario time, advances the fake host's CPU counters, then
+behaves as the scenario says: answer, answer late (delay_seconds), answer garbage, refuse every `-t`
+query, or hang.
+
+Kept light on purpose: it starts once per npu-smi call, so it reads the scenario as JSON checked
+earlier by prepare_simulation and imports no YAML.
+"""
+
+import os
+import sys
+import time
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from .hostroot import advance_cpu
+from .hostspec import host_root_spec
+from .products import Product, get_product
+from .render_query import render_query
+from .render_table import Chip, render_info, render_list, render_mapping
+from .state import STATE_ENV, SimStateError, cpu_clock, read_state, scenario_time
+from .values import chip_values_at, host_cpu_busy_at
+
+USAGE = "Usage: npu-smi info <watch|proc|-h|-m|-l|-t type> [Options...]"
+NOT_FOUND = "Command or option is not found."
+# npu-smi exits with its internal error code truncated to a byte: -9001 (invalid parameter) -> 215.
+EXIT_INVALID_PARAMETER = 215
+EXIT_SIMULATOR_MISUSE = 2
+# Every `-t` type npu-smi 23.x-25.x accepts; the product decides which of them it supports.
+KNOWN_TYPES = frozenset((
+    "board", "flash", "memory", "usages", "sensors", "temp", "power", "volt", "mac-addr", "common", "health",
+    "product", "ecc", "ip", "sys-time", "i2c_check", "work-mode", "ecc-enable", "p2p-enable", "ssh-enable",
+    "license", "customized-info", "device-share", "nve-level", "aicpu-config", "pcie-err", "mcu-monitor",
+    "err-count", "boot-area", "vnpu-mode", "info-vnpu", "vnpu-svm", "cpu-num-cfg", "first-power-on-date",
+    "proc-mem", "phyid-remap", "vnpu-cfg-recover", "key-manage", "template-info", "pkcs-enable",
+    "p2p-mem-cfg", "pwm-mode", "pwm-duty-ratio", "boot-select", "topo", "hccs", "sio-info", "spod-info",
+    "hccs-bw", "cpu-freq-up", "op-timeout", "current-fault-event",
+))
+HANG_PIDS_FILE = "hang-pids"
+
+
+@dataclass
+class SimHost:
+    """Everything one call needs to answer: the product, its chips' values now, the versions."""
+
+    product: Product
+    chips: List[Chip]
+    driver_version: str
+    firmware_version: str
+    refuse_queries: bool = False  # the "unsupported" behaviour: every `-t` query is refused
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    state_dir = os.environ.get(STATE_ENV)
+    now = time.time()
+    try:
+        state = read_state(state_dir)
+        t = scenario_time(state, now)
+        _advance_host_cpu(state_dir, state, now, t)
+    except (SimStateError, OSError, ValueError) as exc:  # a missing or damaged simulation, not an npu-smi error
+        print("npu-smi-sim: {}".format(exc), file=sys.stderr)
+        return EXIT_SIMULATOR_MISUSE
+    scenario = state["scenario"]
+    if scenario["behaviour"] == "hang":
+        _hang(state_dir)
+    if scenario["delay_seconds"]:
+        time.sleep(scenario["delay_seconds"])
+    text, status = respond(args, sim_host(state, t))
+    if scenario["behaviour"] == "garbage":
+        text = garble(args, text, scenario["garbage"])
+    sys.stdout.write(text)
+    sys.stdout.flush()
+    return status
+
+
+def sim_host(state: Dict, t: float) -> SimHost:
+    product = get_product(state["product"])
+    chips_spec = state["scenario"]["chips"]
+    chips = [(slot, chip_values_at(chips_spec, slot.device_id, t, slot.memory_total_mb, product.aicore_rated_mhz))
+             for slot in product.slots()]
+    host = state["host"]
+    return SimHost(product=product, chips=chips, driver_version=host["driver_version"],
+                   firmware_version=host["firmware_version"],
+                   refuse_queries=state["scenario"]["behaviour"] == "unsupported")
+
+
+# -- answering -------------------------------------------------------------------------------------------
+
+
+def respond(args: List[str], sim: SimHost) -> Tuple[str, int]:
+    """npu-smi's stdout and exit status for one argument list."""
+    if args == ["-v"]:
+        return "npu-smi version: {}\n".format(sim.product.npu_smi_version), 0
+    if args in (["-h"], ["info", "-h"]):
+        return USAGE + "\n", 0
+    if not args or args[0] != "info":
+        return NOT_FOUND + "\n", EXIT_INVALID_PARAMETER
+    options = _parse_options(args[1:])
+    if options is None:
+        return NOT_FOUND + "\n", EXIT_INVALID_PARAMETER
+    product = sim.product
+    if not options:
+        return render_info(product, sim.chips, sim.driver_version), 0
+    if "-l" in options:
+        return render_list(product), 0
+    if "-m" in options:
+        return render_mapping(product), 0
+    if "-t" not in options:
+        return NOT_FOUND + "\n", EXIT_INVALID_PARAMETER
+    return _query(options, sim)
+
+
+def _parse_options(words: List[str]) -> Optional[Dict[str, Optional[str]]]:
+    """`-t usages -i 0 -c 1` -> {"-t": "usages", "-i": "0", "-c": "1"}; None for anything npu-smi rejects."""
+    options: Dict[str, Optional[str]] = {}
+    index = 0
+    while index < len(words):
+        word = words[index]
+        if word in ("-l", "-m"):
+            options[word] = None
+            index += 1
+        elif word in ("-t", "-i", "-c") and index + 1 < len(words):
+            options[word] = words[index + 1]
+            index += 2
+        else:
+            return None
+    return options
+
+
+def _query(options: Dict[str, Optional[str]], sim: SimHost) -> Tuple[str, int]:
+    query = options["-t"] or ""
+    if query not in KNOWN_TYPES:
+        return "Error parameter of -t\n", EXIT_INVALID_PARAMETER
+    product = sim.product
+    npu = _integer(options.get("-i"))
+    if npu is None or npu not in product.cards:
+        return "Invalid card id.\nError parameter of -i\n{}\n".format(USAGE), EXIT_INVALID_PARAMETER
+    chip = None
+    if "-c" in options:
+        chip = _integer(options["-c"])
+        if chip is None or not (0 <= chip < product.chips_per_card or chip == product.mcu_chip):
+            return "Invalid chip id.\nError parameter of -c\n{}\n".format(USAGE), EXIT_INVALID_PARAMETER
+    unsupported = "This device does not support querying {}.\n".format(query)
+    if sim.refuse_queries:
+        return unsupported, 0
+    card_chips = [(slot, values) for slot, values in sim.chips if slot.npu == npu]
+    text = render_query(product, query, npu, chip, card_chips, sim.driver_version, sim.firmware_version)
+    # real npu-smi exits 0 after refusing a query the hardware does not support
+    return (unsupported, 0) if text is None else (text, 0)
+
+
+def _integer(text: Optional[str]) -> Optional[int]:
+    if text is None or not text.isdigit():
+        return None
+    return int(text)
+
+
+# -- misbehaving -----------------------------------------------------------------------------------------
+
+
+def garble(args: List[str], text: str, garbage: Dict[str, float]) -> str:
+    """The "garbage" behaviour, deterministic: corrupt cells and a mid-row cut in the main table, `-t`
+    outputs cut mid-line. `-l`, `-m` and error texts pass unchanged."""
+    if args == ["info"]:
+        return _cut(_corrupt_first_chip(text), garbage["table_keep_fraction"])
+    if "-t" in args and "\t" in text:
+        return _cut(text, garbage["query_keep_fraction"])
+    return text
+
+
+def _corrupt_first_chip(table: str) -> str:
+    lines = table.split("\n")
+    first_row = next(index for index, line in enumerate(lines) if line.startswith("+===")) + 1
+    for index, junk in ((first_row, "#?%!"), (first_row + 1, "??:?x")):
+        cells = lines[index].split("|")
+        # the third cell holds the numbers (row 1: power, temperature, hugepages; row 2: usage, memory)
+        cells[3] = (" " + junk * len(cells[3]))[:len(cells[3])]
+        lines[index] = "|".join(cells)
+    return "\n".join(lines)
+
+
+def _cut(text: str, keep_fraction: float) -> str:
+    """Keep about `keep_fraction` of the text, always ending in the middle of a line."""
+    cut = int(len(text) * keep_fraction)
+    line_start = text.rfind("\n", 0, cut) + 1
+    line_end = text.find("\n", line_start)
+    line_end = len(text) if line_end < 0 else line_end
+    if line_end - line_start < 2:  # an empty line cannot be cut in half; use the line before it
+        line_end = max(0, line_start - 1)
+        line_start = text.rfind("\n", 0, line_end) + 1
+    return text[:line_start + (line_end - line_start) // 2]
+
+
+def _hang(state_dir: str) -> None:
+    """Never answer. A child sleeps too, so killing only this process would leave an orphan holding
+    the output pipes open; the caller has to kill the whole process group."""
+    child = os.fork()
+    if child == 0:
+        while True:
+            time.sleep(3600)
+    with open(os.path.join(state_dir, HANG_PIDS_FILE), "a", encoding="utf-8") as handle:
+        handle.write("{} {}\n".format(os.getpid(), child))
+    while True:
+        time.sleep(3600)
+
+
+# -- the host ----------------------------------------------------------------------------------------------
+
+
+def _advance_host_cpu(state_dir: str, state: Dict, now: float, t: float) -> None:
+    """Move the fake host's /proc/stat on by the wall time since the last call, at the scenario's CPU
+    busy ratios of this moment. The clock record is locked, so concurrent calls never count twice."""
+    product = get_product(state["product"])
+    with cpu_clock(state_dir) as clock:
+        elapsed = now - clock["advanced_at"]
+        if elapsed <= 0:
+            return
+        spec = host_root_spec(product, state["host"], host_cpu_busy_at(state["host"], t))
+        advance_cpu(state["root"], spec, elapsed)
+        clock["advanced_at"] = now
+
+
+if __name__ == "__main__":
+    sys.exit(main())

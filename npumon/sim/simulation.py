@@ -1,0 +1,94 @@
+"""Start a simulated host: the API npumon (`--simulate`) and the tests use.
+
+    sim = prepare_simulation("/tmp/sim", scenario="overheat")
+    runner = CommandRunner(sim.npu_smi_argv, timeout_seconds=5, env=sim.env)   # instead of ["npu-smi"]
+    collector reads the fake /proc, /sys, /dev and /usr/local/Ascend under sim.root
+
+prepare_simulation checks the scenario, writes the state directory (start time, scenario, product,
+time scale) and the fake host tree; from then on the simulator executable needs only the environment
+variable in `sim.env`. Scenario time starts at 0 when prepare_simulation returns and runs at
+`time_scale` times wall time (0 freezes it).
+"""
+
+import math
+import os
+import sys
+import time
+from dataclasses import dataclass
+from typing import Dict, List, Optional
+
+from . import scenario as scenarios
+from .hostroot import write_host_root
+from .hostspec import host_root_spec
+from .npusmi import HANG_PIDS_FILE
+from .products import PRODUCTS, get_product
+from .scenario import ScenarioError, load_scenario
+from .state import STATE_ENV, read_state, scenario_time, write_state
+from .values import DEFAULT_SERVING_QUEUE_DEPTH, evaluate, host_cpu_busy_at, host_with_defaults
+
+__all__ = ["Simulation", "prepare_simulation", "list_scenarios", "list_products", "serving_queue_depth",
+           "ScenarioError"]
+
+HOST_ROOT_DIR = "root"
+
+
+@dataclass(frozen=True)
+class Simulation:
+    npu_smi_argv: List[str]  # run this instead of ["npu-smi"]
+    env: Dict[str, str]  # add these environment variables when running it
+    root: str  # host root prefix for the host collector (fake /proc, /sys, /dev, /usr/local/Ascend)
+    scenario: str
+    product: str
+
+
+def list_scenarios() -> List[str]:
+    """The names of the built-in scenarios (a path to a YAML file works wherever a name does)."""
+    return scenarios.list_scenarios()
+
+
+def list_products() -> List[str]:
+    """The names of the simulated products."""
+    return sorted(PRODUCTS)
+
+
+def prepare_simulation(state_dir: str, scenario: str = "healthy", product: Optional[str] = None,
+                       time_scale: float = 1.0) -> Simulation:
+    """Create (or reset) a simulated host in `state_dir`.
+
+    `scenario` is a built-in name or a path to a YAML file; `product` overrides the scenario's product.
+    Raises ScenarioError for an unknown or bad scenario and for an unknown product, ValueError for a bad
+    time scale.
+    """
+    checked = load_scenario(scenario)
+    product_name = product or checked["product"]
+    if product_name not in PRODUCTS:
+        raise ScenarioError("unknown product {!r}; known: {}".format(product_name, ", ".join(list_products())))
+    if isinstance(time_scale, bool) or not isinstance(time_scale, (int, float)) or not math.isfinite(time_scale) \
+            or time_scale < 0:
+        raise ValueError("time_scale must be a finite number >= 0, got {!r}".format(time_scale))
+    state_dir = os.path.abspath(state_dir)
+    root = os.path.join(state_dir, HOST_ROOT_DIR)
+    host = host_with_defaults(checked["host"])
+    write_host_root(root, host_root_spec(get_product(product_name), host, host_cpu_busy_at(host, 0.0)))
+    try:
+        os.unlink(os.path.join(state_dir, HANG_PIDS_FILE))  # from an earlier run of the hang scenario
+    except FileNotFoundError:
+        pass
+    write_state(state_dir, {
+        "start_time": time.time(),
+        "time_scale": float(time_scale),
+        "product": product_name,
+        "scenario": checked,
+        "host": host,
+        "root": root,
+    })
+    return Simulation(npu_smi_argv=[sys.executable, "-m", "npumon.sim.npusmi"], env={STATE_ENV: state_dir},
+                      root=root, scenario=checked["name"], product=product_name)
+
+
+def serving_queue_depth(state_dir: str, now: Optional[float] = None) -> float:
+    """The simulated inference server's request queue depth at wall time `now` (default: now)."""
+    state = read_state(state_dir)
+    t = scenario_time(state, time.time() if now is None else now)
+    expression = state["scenario"]["serving_queue_depth"]
+    return max(0.0, float(evaluate(DEFAULT_SERVING_QUEUE_DEPTH if expression is None else expression, t)))

@@ -1,0 +1,212 @@
+"""Scenario values over time: the small value language and the chip/host values it yields at time t.
+
+Pure functions on plain (JSON-shaped) data, so the simulator executable can evaluate a scenario that
+`scenario.py` validated earlier without importing YAML. A value is one of:
+
+* a constant: `52`, `"OK"`;
+* a ramp with an optional wobble and caps: `{start: 86, per_minute: 0.5, max: 98}`,
+  `{start: 50, wobble: 4, period_seconds: 120}` -> start + per_minute * t / 60 + wobble * sin(...),
+  clamped to [min, max];
+* steps: `{steps: [[0, "OK"], [300, "Alarm"]]}` -> the value of the last step whose time <= t.
+
+The wobble is a sine whose phase depends on the chip's logical id, so chips differ but every call at the
+same scenario time prints the same numbers.
+"""
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Tuple
+
+UINT32_MAX = 4294967295  # npu-smi's ECC counters saturate here
+
+NUMBER = "number"
+TEXT = "text"
+ERRORS = "errors"
+PROCESSES = "processes"
+
+# Every per-chip value a scenario may set: name -> (kind, default). A default of None means "follows
+# another value" (see _FOLLOWS) or, for aicore_freq_mhz, the product's rated frequency.
+CHIP_FIELDS: Dict[str, Tuple[str, Any]] = {
+    "health": (TEXT, "OK"),
+    "errors": (ERRORS, []),  # [{code: "A4025021", information: "..."}]; what `-t health -c` prints
+    "temperature_celsius": (NUMBER, 48),
+    "hbm_temperature_celsius": (NUMBER, None),
+    "board_temperature_celsius": (NUMBER, 36),  # the card's MCU / board sensors; read from the card's chip 0
+    "power_watts": (NUMBER, 95.0),
+    "aicore_percent": (NUMBER, 45),
+    "aivector_percent": (NUMBER, 30),
+    "aicube_percent": (NUMBER, 40),
+    "npu_utilization_percent": (NUMBER, None),
+    "aicpu_percent": (NUMBER, 2),
+    "ctrlcpu_percent": (NUMBER, 6),
+    "vectorcore_percent": (NUMBER, 0),
+    "dvpp_percent": (NUMBER, 0),
+    "memory_used_percent": (NUMBER, 85),  # of HBM on the 910 family, of DDR on the 310 family
+    "hbm_bandwidth_percent": (NUMBER, 25),
+    "ddr_bandwidth_percent": (NUMBER, 10),
+    "aicore_freq_mhz": (NUMBER, None),
+    "hugepages_total": (NUMBER, 0),
+    "hugepages_used": (NUMBER, 0),
+    "ecc_single_bit_errors": (NUMBER, 0),
+    "ecc_double_bit_errors": (NUMBER, 0),
+    "ecc_single_bit_isolated_pages": (NUMBER, 0),
+    "ecc_double_bit_isolated_pages": (NUMBER, 0),
+    # [{name: python, memory_mb: 30000 or memory_percent: 80 (of the chip's memory), pid: 4242 (optional)}]
+    "processes": (PROCESSES, []),
+}
+_FOLLOWS = {"hbm_temperature_celsius": "temperature_celsius", "npu_utilization_percent": "aicore_percent"}
+HEALTH_STATES = ("OK", "Warning", "Alarm", "Critical", "UNKNOWN")
+
+# Host values: name -> (kind, default). Only cpu_busy_ratio may change over time (it drives the fake
+# /proc/stat counters on every call); the rest describe the host as written at prepare time.
+HOST_FIELDS: Dict[str, Tuple[str, Any]] = {
+    "hostname": ("text", "sim-host"),
+    "numa_nodes": ("integer", 2),
+    "cpus_per_node": ("integer", 4),
+    "cpu_busy_ratio": ("ratios", [0.2]),  # one value per NUMA node, or one value for all of them
+    "memory_total_bytes": ("integer", 549755813888),
+    "memory_available_bytes": ("integer", 412316860416),
+    "numa_balancing": ("integer", 0),
+    "max_map_count": ("integer", 262144),
+    "driver_version": ("text", "25.5.1"),
+    "firmware_version": ("text", "7.7.0.1.231"),
+    "cann_version": ("text", "8.1.RC1"),
+    "driver_compatible_firmware": ("text", "[7.0.0,7.7.99]"),
+    "firmware_compatible_driver": ("text", "[23.0.0,25.5.99]"),
+    "missing_device_files": ("paths", []),
+    "pcie_links": ("links", []),  # [{device: 3, current_speed: "8.0 GT/s PCIe", current_width: 8}]
+}
+DEFAULT_SERVING_QUEUE_DEPTH = 2
+
+
+@dataclass
+class ChipValues:
+    """One chip's values at one moment, in npu-smi's units (C, W, %, MiB, pages)."""
+
+    health: str
+    errors: List[Tuple[int, str]]  # (error code, information)
+    temperature_celsius: int
+    hbm_temperature_celsius: int
+    board_temperature_celsius: int
+    power_watts: float
+    aicore_percent: int
+    aivector_percent: int
+    aicube_percent: int
+    npu_utilization_percent: int
+    aicpu_percent: int
+    ctrlcpu_percent: int
+    vectorcore_percent: int
+    dvpp_percent: int
+    memory_used_mb: int  # HBM on the 910 family, DDR on the 310 family
+    hbm_bandwidth_percent: int
+    ddr_bandwidth_percent: int
+    aicore_freq_mhz: int
+    hugepages_total: int
+    hugepages_used: int
+    ecc_single_bit_errors: int
+    ecc_double_bit_errors: int
+    ecc_single_bit_isolated_pages: int
+    ecc_double_bit_isolated_pages: int
+    processes: List[Tuple[int, str, int]] = field(default_factory=list)  # (pid, name, memory MiB)
+
+
+def evaluate(expression: Any, t: float, phase: float = 0.0) -> Any:
+    """The value of one expression at scenario time t (seconds)."""
+    if not isinstance(expression, dict):
+        return expression
+    if "steps" in expression:
+        value = expression["steps"][0][1]
+        for at, step_value in expression["steps"]:
+            if t >= at:
+                value = step_value
+        return value
+    value = float(expression.get("start", 0.0)) + float(expression.get("per_minute", 0.0)) * t / 60.0
+    amplitude = float(expression.get("wobble", 0.0))
+    if amplitude:
+        period = float(expression.get("period_seconds", 60.0))
+        value += amplitude * math.sin(2.0 * math.pi * t / period + phase)
+    if "max" in expression:
+        value = min(value, float(expression["max"]))
+    if "min" in expression:
+        value = max(value, float(expression["min"]))
+    return value
+
+
+def _chip_expressions(chips_spec: Dict[str, Any], device_id: int) -> Dict[str, Any]:
+    """The expressions that apply to one chip: built-in defaults < `default` < matching overrides."""
+    merged = {name: default for name, (_, default) in CHIP_FIELDS.items()}
+    merged.update(chips_spec.get("default", {}))
+    for override in chips_spec.get("overrides", []):
+        if device_id in override["devices"]:
+            merged.update(override["values"])
+    return merged
+
+
+def chip_values_at(chips_spec: Dict[str, Any], device_id: int, t: float, memory_total_mb: int,
+                   rated_freq_mhz: int) -> ChipValues:
+    expressions = _chip_expressions(chips_spec, device_id)
+    for name, source in _FOLLOWS.items():
+        if expressions[name] is None:
+            expressions[name] = expressions[source]
+    if expressions["aicore_freq_mhz"] is None:
+        expressions["aicore_freq_mhz"] = rated_freq_mhz
+    phase = 0.7 * device_id
+    numbers = {name: evaluate(expressions[name], t, phase)
+               for name, (kind, _) in CHIP_FIELDS.items() if kind == NUMBER}
+    used_share = min(100.0, max(0.0, numbers.pop("memory_used_percent"))) / 100.0
+    return ChipValues(
+        health=evaluate(expressions["health"], t),
+        errors=[(int(error["code"], 16), error["information"]) for error in expressions["errors"]],
+        temperature_celsius=int(round(numbers["temperature_celsius"])),
+        hbm_temperature_celsius=int(round(numbers["hbm_temperature_celsius"])),
+        board_temperature_celsius=int(round(numbers["board_temperature_celsius"])),
+        power_watts=max(0.0, numbers["power_watts"]),
+        memory_used_mb=int(round(memory_total_mb * used_share)),
+        aicore_freq_mhz=_count(numbers["aicore_freq_mhz"]),
+        hugepages_total=_count(numbers["hugepages_total"]),
+        hugepages_used=_count(numbers["hugepages_used"]),
+        processes=[(int(process.get("pid", _default_pid(device_id, index))), process["name"],
+                    _process_memory_mb(process, memory_total_mb))
+                   for index, process in enumerate(expressions["processes"])],
+        **{name: _percent(numbers[name]) for name in numbers if name.endswith("_percent")},
+        **{name: _counter(numbers[name]) for name in numbers if name.startswith("ecc_")},
+    )
+
+
+def host_cpu_busy_at(host_spec: Dict[str, Any], t: float) -> List[float]:
+    """One busy ratio (0..1) per NUMA node at scenario time t."""
+    expressions = host_spec["cpu_busy_ratio"]
+    if len(expressions) == 1:
+        expressions = expressions * host_spec["numa_nodes"]
+    return [min(1.0, max(0.0, float(evaluate(expression, t, 0.9 * node))))
+            for node, expression in enumerate(expressions)]
+
+
+def host_with_defaults(host_spec: Dict[str, Any]) -> Dict[str, Any]:
+    merged = {name: default for name, (_, default) in HOST_FIELDS.items()}
+    merged.update(host_spec)
+    return merged
+
+
+def _default_pid(device_id: int, index: int) -> int:
+    # distinct, stable and realistic-looking pids without asking the scenario for them
+    return 2290156 + 97 * device_id + index
+
+
+def _process_memory_mb(process: Dict[str, Any], memory_total_mb: int) -> int:
+    if "memory_mb" in process:
+        return int(process["memory_mb"])
+    return int(round(memory_total_mb * process["memory_percent"] / 100.0))
+
+
+def _percent(value: float) -> int:
+    return int(round(min(100.0, max(0.0, value))))
+
+
+def _count(value: float) -> int:
+    return int(round(max(0.0, value)))
+
+
+def _counter(value: float) -> int:
+    # counters only ever show whole events; floor so a rising counter does not jump early
+    return min(UINT32_MAX, int(math.floor(max(0.0, value))))
