@@ -1,0 +1,237 @@
+"""The rule engine: Snapshots in, active Findings and fired/resolved transitions out.
+
+For every rule and every subject of its kind (each chip, or the host) the engine keeps a small state:
+
+    quiet --expr true--> pending --held `for`--> active --clear held `clear_for`--> quiet
+                            ^ expr not true: back to quiet
+
+* A rule fires only when its expression is exactly true; a null (missing value) never fires it and
+  resets a pending `for` timer (the condition is not known to hold).
+* An active finding resolves when its `clear` expression is exactly true for `clear_for` (hysteresis);
+  without `clear`, when the expression is exactly false. A null keeps it active.
+* Sticky findings ignore `clear`: they stay until `acknowledge(rule, subject)`. An acknowledged
+  (rule, subject) does not fire again until its expression has been false once (a new occurrence).
+* `since` of a finding is when the condition started to hold; summary and hint are re-rendered with
+  current values while the condition holds.
+* A chip that is gone from the Snapshot resolves its non-sticky findings -- unless some source is down,
+  in which case "gone" may just mean "not seen": its state is kept unchanged until the sources recover.
+* `one_shot=True` (`npumon check`): `for` and `clear_for` are ignored, and window functions see the one
+  sample there is (increase/delta/changes are 0, rate is null), so window-based rules stay quiet.
+"""
+
+import collections
+import re
+import threading
+from typing import Any, Callable, Deque, Dict, Iterable, List, Optional, Sequence, Set, Tuple
+
+from ..model import SEVERITIES, Finding, Snapshot
+from .expr import EvalContext, Series
+from .facts import HOST_SUBJECT, snapshot_facts
+from .history import History
+from .loader import Rule
+from .template import Template, compile_template
+
+FIRED = "fired"
+RESOLVED = "resolved"
+# Transitions nobody collects (no event store, no notifier) must not grow without bound.
+MAX_PENDING_TRANSITIONS = 10000
+_SEVERITY_ORDER = {severity: rank for rank, severity in enumerate(reversed(SEVERITIES))}  # critical first
+
+
+class _State:
+    """One (rule, subject): pending since when, the active finding, and since when the clear holds."""
+
+    __slots__ = ("pending_since", "finding", "clear_since")
+
+    def __init__(self) -> None:
+        self.pending_since: Optional[float] = None
+        self.finding: Optional[Finding] = None
+        self.clear_since: Optional[float] = None
+
+
+class _CompiledRule:
+    __slots__ = ("rule", "summary", "hint")
+
+    def __init__(self, rule: Rule):
+        self.rule = rule
+        self.summary: Template = compile_template(rule.summary)
+        self.hint: Template = compile_template(rule.hint)
+
+
+class RuleEngine:
+    def __init__(self, rules: Sequence[Rule], params: Dict[str, float], one_shot: bool = False,
+                 acknowledged: Iterable[Tuple[str, str]] = (),
+                 on_acknowledge: Optional[Callable[[str, str], None]] = None):
+        """`acknowledged` restores persisted acknowledgements; `on_acknowledge(rule_id, subject)` is called
+        for every new one (the hook a persistent store plugs into)."""
+        self._rules = [_CompiledRule(rule) for rule in rules]
+        self._sticky_rules = frozenset(rule.id for rule in rules if rule.sticky)
+        self._params = dict(params)
+        self._one_shot = one_shot
+        self._history = History(_longest_windows(rules))
+        self._states: Dict[Tuple[str, str], _State] = {}
+        self._acknowledged: Set[Tuple[str, str]] = set(acknowledged)
+        self._on_acknowledge = on_acknowledge
+        self._transitions: Deque[Tuple[str, Finding]] = collections.deque(maxlen=MAX_PENDING_TRANSITIONS)
+        # The daemon polls on a scheduler thread while acknowledgements arrive on HTTP threads.
+        self._lock = threading.RLock()
+
+    # ----------------------------------------------------------------------------------------- public
+
+    def evaluate(self, snapshot: Snapshot, now: Optional[float] = None) -> List[Finding]:
+        """Record the Snapshot, run every rule on every subject; the active findings, critical first.
+
+        `now` defaults to the Snapshot's time."""
+        now = snapshot.time if now is None else now
+        facts_by_subject = snapshot_facts(snapshot)
+        with self._lock:
+            contexts = {}
+            for subject, facts in facts_by_subject.items():
+                self._history.record(subject, now, facts)
+                contexts[subject] = EvalContext(facts, self._params, self._series_reader(subject, now))
+            host_context = contexts.pop(HOST_SUBJECT)
+            for compiled in self._rules:
+                if compiled.rule.subject == "host":
+                    self._step(compiled, HOST_SUBJECT, host_context, now)
+                else:
+                    for subject, context in contexts.items():
+                        self._step(compiled, subject, context, now)
+            if not _any_source_down(snapshot):
+                self._forget_vanished(set(facts_by_subject))
+            return self.active()
+
+    def active(self) -> List[Finding]:
+        with self._lock:
+            findings = [state.finding for state in self._states.values() if state.finding is not None]
+        return sorted(findings, key=_finding_order)
+
+    def transitions(self) -> List[Tuple[str, Finding]]:
+        """("fired" | "resolved", finding) since the last call, oldest first (at most the newest
+        MAX_PENDING_TRANSITIONS)."""
+        with self._lock:
+            transitions = list(self._transitions)
+            self._transitions.clear()
+        return transitions
+
+    def acknowledge(self, rule_id: str, subject: str) -> bool:
+        """Resolve an active finding and keep it quiet until its condition clears. False if none is active."""
+        key = (rule_id, subject)
+        with self._lock:
+            state = self._states.get(key)
+            if state is None or state.finding is None:
+                return False
+            self._resolve(key, state)
+            self._acknowledged.add(key)
+        if self._on_acknowledge is not None:
+            self._on_acknowledge(rule_id, subject)
+        return True
+
+    def acknowledged(self) -> List[Tuple[str, str]]:
+        with self._lock:
+            return sorted(self._acknowledged)
+
+    # ----------------------------------------------------------------------------------------- internals
+
+    def _series_reader(self, subject: str, now: float) -> Callable[[str, float], Series]:
+        history = self._history
+
+        def series(name: str, seconds: float) -> Series:
+            return history.window(subject, name, now, seconds)
+        return series
+
+    def _step(self, compiled: _CompiledRule, subject: str, context: EvalContext, now: float) -> None:
+        rule = compiled.rule
+        key = (rule.id, subject)
+        value = rule.expr.evaluate(context)
+        if key in self._acknowledged:
+            if value is False:
+                self._acknowledged.discard(key)  # the condition went away: the next occurrence fires again
+            return
+        state = self._states.get(key)
+        if state is None:
+            if value is not True:
+                return
+            state = self._states[key] = _State()
+        if state.finding is None:
+            self._step_quiet(compiled, key, state, value is True, context, now)
+        else:
+            self._step_active(compiled, key, state, value, context, now)
+
+    def _step_quiet(self, compiled: _CompiledRule, key: Tuple[str, str], state: _State, holds: bool,
+                    context: EvalContext, now: float) -> None:
+        if not holds:
+            del self._states[key]
+            return
+        if state.pending_since is None:
+            state.pending_since = now
+        if self._one_shot or now - state.pending_since >= compiled.rule.for_seconds:
+            state.finding = self._render(compiled, key[1], context, state.pending_since)
+            self._transitions.append((FIRED, state.finding))
+
+    def _step_active(self, compiled: _CompiledRule, key: Tuple[str, str], state: _State, value: Any,
+                     context: EvalContext, now: float) -> None:
+        rule = compiled.rule
+        if value is True:
+            state.finding = self._render(compiled, key[1], context, state.finding.since)
+        if rule.sticky:
+            return
+        cleared = rule.clear.evaluate(context) is True if rule.clear is not None else value is False
+        if not cleared:
+            state.clear_since = None
+            return
+        if state.clear_since is None:
+            state.clear_since = now
+        if self._one_shot or now - state.clear_since >= rule.clear_for_seconds:
+            self._resolve(key, state)
+
+    def _resolve(self, key: Tuple[str, str], state: _State) -> None:
+        if state.finding is not None:
+            self._transitions.append((RESOLVED, state.finding))
+        del self._states[key]
+
+    def _render(self, compiled: _CompiledRule, subject: str, context: EvalContext, since: float) -> Finding:
+        rule = compiled.rule
+        return Finding(
+            rule=rule.id, severity=rule.severity, subject=subject,
+            summary=compiled.summary.render(context.facts, self._params),
+            hint=compiled.hint.render(context.facts, self._params),
+            since=since, labels=dict(rule.labels), shadow=rule.shadow,
+        )
+
+    def _forget_vanished(self, present: Set[str]) -> None:
+        for key, state in list(self._states.items()):
+            if key[1] in present:
+                continue
+            if state.finding is None:
+                del self._states[key]
+            elif key[0] not in self._sticky_rules:
+                self._resolve(key, state)
+        kept = {subject for _, subject in self._states}
+        for subject in self._history.subjects():
+            if subject not in present and subject not in kept:
+                self._history.forget(subject)
+
+
+def _longest_windows(rules: Sequence[Rule]) -> Dict[str, float]:
+    windows: Dict[str, float] = {}
+    for rule in rules:
+        for expression in (rule.expr, rule.clear):
+            if expression is None:
+                continue
+            for name, seconds in expression.windows.items():
+                windows[name] = max(windows.get(name, 0.0), seconds)
+    return windows
+
+
+def _any_source_down(snapshot: Snapshot) -> bool:
+    return any(not status.ok and not status.unsupported for status in snapshot.sources.values())
+
+
+_NUMBERS = re.compile(r"\d+")
+
+
+def _finding_order(finding: Finding) -> Tuple[int, str, int, List[int], str]:
+    """Critical first; then by rule; the host before chips, chips in numeric order (npu2 before npu10)."""
+    numbers = [int(n) for n in _NUMBERS.findall(finding.subject)]
+    return (_SEVERITY_ORDER.get(finding.severity, len(SEVERITIES)), finding.rule,
+            0 if finding.subject == HOST_SUBJECT else 1, numbers, finding.subject)

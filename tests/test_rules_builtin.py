@@ -1,0 +1,254 @@
+"""Every built-in rule fires on a Snapshot built to trigger it, and all stay quiet on a healthy host."""
+
+import dataclasses
+
+import pytest
+
+from npumon.model import (MIB, ChipSample, DeviceFile, HostSample, NumaNode, PcieLink, ProcessSample, Snapshot,
+                          SourceStatus)
+from npumon.rules import facts as facts_module
+from npumon.rules.engine import RuleEngine
+from npumon.rules.loader import load_rules
+
+CHIPS = 8
+HBM_TOTAL = 65536 * MIB
+SOURCES = ("npu-smi", "npu-smi:usages", "npu-smi:health", "npu-smi:ecc", "npu-smi:board", "host")
+
+
+@pytest.fixture(autouse=True)
+def compatible_versions(monkeypatch):
+    """Pin the version check so these tests do not depend on npumon.sources.host."""
+    monkeypatch.setattr(facts_module, "_check_versions", lambda host: (True, "driver and firmware match"))
+    monkeypatch.setattr(facts_module, "_check_versions_looked_up", True)
+
+
+def healthy_chip(npu, index):
+    return ChipSample(
+        npu=npu, chip=index, name="910B3", health="OK", bus_id="0000:{:02x}:00.0".format(0xc1 + npu),
+        temperature_celsius=55.0, power_watts=250.0, aicore_ratio=0.6, aivector_ratio=0.4,
+        hbm_bandwidth_ratio=0.4, hbm_used_bytes=HBM_TOTAL // 2, hbm_total_bytes=HBM_TOTAL,
+        memory_used_bytes=0, memory_total_bytes=0, ecc_single_bit_errors=0, ecc_double_bit_errors=0,
+        ecc_isolated_pages=0, compatibility="OK",
+        processes=[ProcessSample(npu=npu, chip=index, pid=4000 + npu, name="python3", memory_bytes=HBM_TOTAL // 2)],
+        pcie=PcieLink(current_speed_gts=16.0, max_speed_gts=16.0, current_width=16, max_width=16),
+    )
+
+
+def healthy_snapshot(now):
+    host = HostSample(
+        hostname="atlas-01", cpu_ratio=0.3, cpu_count=192, load1=40.0, memory_total_bytes=1 << 40,
+        memory_available_bytes=1 << 39, numa_balancing=0, max_map_count=1048576,
+        numa_nodes=[NumaNode(0, cpu_ratio=0.35), NumaNode(1, cpu_ratio=0.25)],
+        driver_version="24.1.rc2", firmware_version="7.5.0.1.129", cann_version="8.0.0",
+        device_files=[DeviceFile(path, exists=True, accessible=True) for path in
+                      ["/dev/davinci{}".format(i) for i in range(CHIPS)] +
+                      ["/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc"]],
+        serving_queue_depth=0.0,
+    )
+    return Snapshot(time=now, host=host, chips=[healthy_chip(npu, 0) for npu in range(CHIPS)],
+                    sources={name: SourceStatus(ok=True, last_success=now) for name in SOURCES})
+
+
+def run(mutate=None, seconds=0.0, step=15.0, one_shot=False):
+    """Poll a healthy host (changed by `mutate(snapshot, elapsed)`) for `seconds`; the last findings."""
+    rules, params = load_rules()
+    engine = RuleEngine(rules, params, one_shot=one_shot)
+    findings = []
+    elapsed = 0.0
+    while True:
+        snapshot = healthy_snapshot(1_700_000_000.0 + elapsed)
+        if mutate is not None:
+            mutate(snapshot, elapsed)
+        findings = engine.evaluate(snapshot)
+        if elapsed >= seconds:
+            return findings, snapshot
+        elapsed += step
+
+
+def first_chip(**values):
+    def mutate(snapshot, elapsed):
+        for name, value in values.items():
+            setattr(snapshot.chips[0], name, value)
+    return mutate
+
+
+def host(**values):
+    def mutate(snapshot, elapsed):
+        for name, value in values.items():
+            setattr(snapshot.host, name, value)
+    return mutate
+
+
+def device_file(path, **values):
+    def mutate(snapshot, elapsed):
+        snapshot.host.device_files = [dataclasses.replace(f, **values) if f.path == path else f
+                                      for f in snapshot.host.device_files]
+    return mutate
+
+
+def rising_single_bit_errors(snapshot, elapsed):
+    snapshot.chips[0].ecc_single_bit_errors = int(elapsed // 60)  # one a minute: 60 an hour
+
+
+def versions_mismatch(monkeypatch):
+    monkeypatch.setattr(facts_module, "_check_versions",
+                        lambda host: (False, "firmware 7.1.0 is outside the driver's range [7.5.0,7.5.99]"))
+
+
+def growing_queue_on_saturated_chips(snapshot, elapsed):
+    snapshot.host.serving_queue_depth = 5.0 + elapsed / 15.0
+    for chip in snapshot.chips:
+        chip.aicore_ratio = 0.95
+
+
+def half_the_chips_lagging(snapshot, elapsed):
+    for chip in snapshot.chips[:CHIPS // 2]:
+        chip.aicore_ratio = 0.9
+    for chip in snapshot.chips[CHIPS // 2:]:
+        chip.aicore_ratio = 0.15
+
+
+def leaking_hbm(snapshot, elapsed):
+    # +10% of HBM an hour, same process throughout
+    snapshot.chips[0].hbm_used_bytes = int(HBM_TOTAL * (0.4 + 0.1 * elapsed / 3600.0))
+
+
+def ecc_source_down(snapshot, elapsed):
+    snapshot.sources["npu-smi:ecc"] = SourceStatus(
+        ok=False, error="timed out after 10 s", last_success=snapshot.time - 30.0 - elapsed)
+
+
+def starved_chip(snapshot, elapsed):
+    snapshot.chips[0].aicore_ratio = 0.12
+    snapshot.host.serving_queue_depth = 12.0
+
+
+CHIP0 = "npu0/chip0"
+
+# rule id -> (change to a healthy host, how long to poll, extra setup, subject expected)
+CASES = {
+    "temperature-critical": (first_chip(temperature_celsius=91.0), 0, None, CHIP0),
+    "temperature-warning": (first_chip(temperature_celsius=82.0), 75, None, CHIP0),
+    "health-warning": (first_chip(health="Warning", error_codes=["80CB8009"]), 0, None, CHIP0),
+    "health-alarm": (first_chip(health="Alarm", error_codes=["A4025021", "8C03A000"]), 0, None, CHIP0),
+    "health-critical": (first_chip(health="Critical"), 0, None, CHIP0),
+    "health-unknown": (first_chip(health="UNKNOWN"), 135, None, CHIP0),
+    "ecc-uncorrectable": (first_chip(ecc_double_bit_errors=2, ecc_isolated_pages=1), 0, None, CHIP0),
+    "ecc-single-bit-rising": (rising_single_bit_errors, 3600, None, CHIP0),
+    "board-incompatible": (first_chip(compatibility="NOK"), 0, None, CHIP0),
+    "versions-incompatible": (None, 0, versions_mismatch, "host"),
+    "device-files-missing": (device_file("/dev/devmm_svm", exists=False, accessible=False), 0, None, "host"),
+    "device-files-inaccessible": (device_file("/dev/davinci_manager", accessible=False), 0, None, "host"),
+    "pcie-degraded": (first_chip(pcie=PcieLink(8.0, 16.0, 16, 16)), 315, None, CHIP0),
+    "numa-balancing-enabled": (host(numa_balancing=1), 0, None, "host"),
+    "max-map-count-low": (host(max_map_count=65530), 0, None, "host"),
+    "cpu-bottleneck": (starved_chip, 315, None, CHIP0),
+    "memory-bound": (first_chip(hbm_bandwidth_ratio=0.95), 315, None, CHIP0),
+    "serving-saturated": (growing_queue_on_saturated_chips, 615, None, "host"),
+    "load-imbalance": (half_the_chips_lagging, 615, None, "host"),
+    "hbm-leak": (leaking_hbm, 3 * 3600, None, CHIP0),
+    "source-down": (ecc_source_down, 75, None, "host"),
+}
+
+
+def test_every_builtin_rule_has_a_case():
+    rules, _ = load_rules()
+    assert {rule.id for rule in rules} == set(CASES)
+
+
+@pytest.mark.parametrize("rule_id", sorted(CASES))
+def test_builtin_rule_fires(rule_id, monkeypatch):
+    mutate, seconds, setup, subject = CASES[rule_id]
+    if setup is not None:
+        setup(monkeypatch)
+    findings, _ = run(mutate, seconds, step=60.0 if seconds > 3600 else 15.0)
+    fired = [f for f in findings if f.rule == rule_id]
+    assert [f.subject for f in fired] == [subject], [(f.rule, f.subject) for f in findings]
+    finding = fired[0]
+    assert finding.summary and "{" not in finding.summary and "{" not in finding.hint
+    assert finding.hint, rule_id
+
+
+@pytest.mark.parametrize("rule_id", sorted(CASES))
+def test_builtin_rule_needs_its_duration(rule_id, monkeypatch):
+    """Rules with `for:` or a window stay quiet when the condition has only just appeared."""
+    rules, _ = load_rules()
+    rule = next(r for r in rules if r.id == rule_id)
+    mutate, seconds, setup, _ = CASES[rule_id]
+    if setup is not None:
+        setup(monkeypatch)
+    findings, _ = run(mutate, 0)
+    fired = any(f.rule == rule_id for f in findings)
+    assert fired is (rule.for_seconds == 0 and rule.expr.window_seconds == 0)
+
+
+def test_check_mode_fires_condition_rules_at_once(monkeypatch):
+    """`npumon check` has one sample: `for` is ignored, window rules cannot fire."""
+    findings, _ = run(first_chip(hbm_bandwidth_ratio=0.95, temperature_celsius=82.0), one_shot=True)
+    assert {f.rule for f in findings} == {"memory-bound", "temperature-warning"}
+
+
+def test_healthy_host_is_quiet_over_hours():
+    findings, _ = run(seconds=4 * 3600, step=60.0)
+    assert findings == []
+
+
+def test_healthy_host_is_quiet_in_check_mode():
+    assert run(one_shot=True)[0] == []
+
+
+def test_health_alarm_hint_names_codes_and_information():
+    findings, _ = run(first_chip(health="Alarm", error_codes=["A4025021", "8C03A000"],
+                                 error_information=["HBM multi-bit ECC error", "temperature sensor fault"]))
+    finding = next(f for f in findings if f.rule == "health-alarm")
+    assert "A4025021, 8C03A000" in finding.summary
+    assert "HBM multi-bit ECC error; temperature sensor fault" in finding.hint
+    assert "-i 0 -c 0" in finding.hint
+
+
+def test_cpu_bottleneck_hint_shows_host_and_numa_figures():
+    findings, _ = run(starved_chip, 315)
+    finding = next(f for f in findings if f.rule == "cpu-bottleneck")
+    assert "12%" in finding.summary and "queue 12" in finding.summary
+    assert "Host CPU 30%" in finding.hint and "busiest node 35%" in finding.hint
+
+
+def test_idle_server_is_not_a_cpu_bottleneck():
+    def idle(snapshot, elapsed):
+        for chip in snapshot.chips:
+            chip.aicore_ratio = 0.0
+
+    findings, _ = run(idle, 600)
+    assert findings == []
+
+
+def test_idle_spare_chips_are_not_an_imbalance():
+    def spares_without_processes(snapshot, elapsed):
+        for chip in snapshot.chips[CHIPS // 2:]:
+            chip.aicore_ratio = 0.0
+            chip.processes = []
+
+    findings, _ = run(spares_without_processes, 900)
+    assert findings == []
+
+
+def test_temperature_hysteresis_in_the_builtin_rules():
+    rules, params = load_rules()
+    engine = RuleEngine(rules, params)
+    temperatures = [86, 84, 83, 82.5, 81.9]
+    active = []
+    for step, temperature in enumerate(temperatures):
+        snapshot = healthy_snapshot(1_700_000_000.0 + 15 * step)
+        snapshot.chips[0].temperature_celsius = float(temperature)
+        active.append("temperature-critical" in {f.rule for f in engine.evaluate(snapshot)})
+    # fires at 86, holds down to 82 (85 - 3 hysteresis), resolves below it
+    assert active == [True, True, True, True, False]
+
+
+def test_thresholds_change_builtin_rules():
+    rules, params = load_rules(params={"temperature_critical_celsius": 95})
+    snapshot = healthy_snapshot(0.0)
+    snapshot.chips[0].temperature_celsius = 91.0
+    findings = RuleEngine(rules, params, one_shot=True).evaluate(snapshot)
+    assert "temperature-critical" not in {f.rule for f in findings}
+    assert "temperature-warning" in {f.rule for f in findings}
