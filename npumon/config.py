@@ -1,0 +1,242 @@
+"""YAML configuration -> frozen dataclasses.
+
+Every error names the file, the line and the dotted key, in one line, so a user can fix it without reading
+a traceback. The schema is the dataclasses below: their field names are the YAML keys and their type hints
+drive the conversion, so adding a setting is adding one field.
+"""
+
+import dataclasses
+import typing
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Tuple
+
+import yaml
+
+LOG_LEVELS = ("debug", "info", "warning", "error")
+
+
+class ConfigError(ValueError):
+    """A one-line message: `file:line: key: problem`."""
+
+
+@dataclass(frozen=True)
+class PollConfig:
+    """Seconds between polls of each tier. The main table is one call for all chips; the `-t` queries are
+    one call per card (health: per chip) and change slowly, so they run less often. 0 disables a tier."""
+
+    table_seconds: float = 15.0
+    usages_seconds: float = 30.0
+    power_seconds: float = 60.0
+    health_seconds: float = 60.0
+    ecc_seconds: float = 300.0
+    board_seconds: float = 3600.0
+    host_seconds: float = 15.0
+
+
+@dataclass(frozen=True)
+class ExporterConfig:
+    listen: str = "0.0.0.0:9842"
+    npu_exporter_compat: bool = False
+    tls_cert_file: Optional[str] = None
+    tls_key_file: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class Config:
+    npu_smi: str = "npu-smi"
+    npu_smi_timeout_seconds: float = 10.0
+    npu_smi_max_concurrent: int = 2
+    root: str = "/"  # prefix for every host path (/proc, /sys, /dev, the Ascend directory); tests use fake trees
+    ascend_dir: str = "/usr/local/Ascend"
+    max_age_seconds: float = 120.0  # values older than this are dropped rather than served stale
+    log_level: str = "info"
+    poll: PollConfig = field(default_factory=PollConfig)
+    thresholds: Dict[str, float] = field(default_factory=dict)  # rule parameters, see `npumon rules --params`
+    rule_files: List[str] = field(default_factory=list)
+    exporter: ExporterConfig = field(default_factory=ExporterConfig)
+    source: str = "<defaults>"  # where this config came from, for messages
+
+
+def load_config(path: Optional[str]) -> Config:
+    """Read and validate a config file; None gives the defaults."""
+    if path is None:
+        return Config()
+    try:
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
+    except OSError as exc:
+        raise ConfigError("{}: cannot read config: {}".format(path, exc.strerror or exc)) from None
+    except UnicodeDecodeError:
+        raise ConfigError("{}: config is not UTF-8 text".format(path)) from None
+    return parse_config(text, path)
+
+
+def parse_config(text: str, path: str = "<config>") -> Config:
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 1 if mark is not None else 1
+        raise ConfigError("{}:{}: bad YAML: {}".format(path, line, exc.problem or exc.context)) from None
+    except yaml.YAMLError as exc:
+        raise ConfigError("{}: bad YAML: {}".format(path, str(exc).splitlines()[0])) from None
+    if node is None:  # empty file: all defaults
+        return dataclasses.replace(Config(), source=path)
+    config = _convert(node, Config, path, "")
+    config = dataclasses.replace(config, source=path)
+    _validate(config, node, path)
+    return config
+
+
+def _where(path: str, node: yaml.Node, key: str) -> str:
+    return "{}:{}: {}".format(path, node.start_mark.line + 1, key or "<top level>")
+
+
+def _convert(node: yaml.Node, hint: Any, path: str, key: str) -> Any:
+    """Turn a YAML node into a value of the type `hint`, or raise ConfigError naming where it went wrong."""
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    if origin is typing.Union:  # Optional[X]
+        if _is_null(node):
+            return None
+        inner = [arg for arg in args if arg is not type(None)][0]
+        return _convert(node, inner, path, key)
+    if dataclasses.is_dataclass(hint):
+        return _convert_dataclass(node, hint, path, key)
+    if origin in (list, List):
+        if not isinstance(node, yaml.SequenceNode):
+            raise ConfigError("{}: expected a list".format(_where(path, node, key)))
+        return [_convert(item, args[0], path, "{}[{}]".format(key, i)) for i, item in enumerate(node.value)]
+    if origin in (dict, Dict):
+        if not isinstance(node, yaml.MappingNode):
+            raise ConfigError("{}: expected a mapping".format(_where(path, node, key)))
+        result = {}
+        for key_node, value_node in node.value:
+            name = _scalar_key(key_node, path, key)
+            result[name] = _convert(value_node, args[1], path, _join(key, name))
+        return result
+    return _convert_scalar(node, hint, path, key)
+
+
+def _convert_dataclass(node: yaml.Node, cls: Any, path: str, key: str) -> Any:
+    if _is_null(node):
+        return cls()
+    if not isinstance(node, yaml.MappingNode):
+        raise ConfigError("{}: expected a mapping".format(_where(path, node, key)))
+    hints = typing.get_type_hints(cls)
+    known = {f.name for f in dataclasses.fields(cls) if f.name != "source"}
+    values = {}
+    for key_node, value_node in node.value:
+        name = _scalar_key(key_node, path, key)
+        full = _join(key, name)
+        if name not in known:
+            raise ConfigError("{}: unknown key (known: {})".format(_where(path, key_node, full), ", ".join(sorted(known))))
+        if name in values:
+            raise ConfigError("{}: key given twice".format(_where(path, key_node, full)))
+        values[name] = _convert(value_node, hints[name], path, full)
+    return cls(**values)
+
+
+def _convert_scalar(node: yaml.Node, hint: Any, path: str, key: str) -> Any:
+    if not isinstance(node, yaml.ScalarNode):
+        raise ConfigError("{}: expected a {}".format(_where(path, node, key), _type_name(hint)))
+    value = _construct(node)
+    if hint is bool:
+        if isinstance(value, bool):
+            return value
+    elif hint is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    elif hint is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+    elif hint is str:
+        if isinstance(value, str):
+            return value
+    got = "null" if value is None else repr(value)
+    raise ConfigError("{}: expected a {}, got {}".format(_where(path, node, key), _type_name(hint), got))
+
+
+def _construct(node: yaml.ScalarNode) -> Any:
+    loader = yaml.SafeLoader("")
+    try:
+        return loader.construct_object(node)
+    finally:
+        loader.dispose()
+
+
+def _scalar_key(node: yaml.Node, path: str, parent: str) -> str:
+    if not isinstance(node, yaml.ScalarNode):
+        raise ConfigError("{}: keys must be plain names".format(_where(path, node, parent)))
+    return str(node.value)
+
+
+def _is_null(node: yaml.Node) -> bool:
+    return isinstance(node, yaml.ScalarNode) and node.tag == "tag:yaml.org,2002:null"
+
+
+def _join(parent: str, name: str) -> str:
+    return "{}.{}".format(parent, name) if parent else name
+
+
+def _type_name(hint: Any) -> str:
+    return {bool: "boolean (true/false)", int: "whole number", float: "number", str: "string"}.get(hint, str(hint))
+
+
+def _line_of(node: yaml.Node, dotted: str) -> int:
+    """The line of a dotted key in the document (for checks made after conversion)."""
+    current = node
+    for part in dotted.split("."):
+        if not isinstance(current, yaml.MappingNode):
+            break
+        for key_node, value_node in current.value:
+            if isinstance(key_node, yaml.ScalarNode) and key_node.value == part:
+                current = key_node if part == dotted.split(".")[-1] else value_node
+                break
+        else:
+            break
+    return current.start_mark.line + 1
+
+
+def _validate(config: Config, node: yaml.Node, path: str) -> None:
+    """Range checks that types alone cannot express."""
+    problems: List[Tuple[str, str]] = []
+    if config.npu_smi_timeout_seconds <= 0:
+        problems.append(("npu_smi_timeout_seconds", "must be greater than 0"))
+    if config.npu_smi_max_concurrent < 1:
+        problems.append(("npu_smi_max_concurrent", "must be at least 1"))
+    if config.max_age_seconds <= 0:
+        problems.append(("max_age_seconds", "must be greater than 0"))
+    if config.log_level not in LOG_LEVELS:
+        problems.append(("log_level", "must be one of {}".format(", ".join(LOG_LEVELS))))
+    if not config.npu_smi.strip():
+        problems.append(("npu_smi", "must not be empty"))
+    for poll_field in dataclasses.fields(PollConfig):
+        if getattr(config.poll, poll_field.name) < 0:
+            problems.append(("poll." + poll_field.name, "must be 0 (off) or more"))
+    if config.poll.table_seconds <= 0:
+        problems.append(("poll.table_seconds", "must be greater than 0 (the main table is always polled)"))
+    if bool(config.exporter.tls_cert_file) != bool(config.exporter.tls_key_file):
+        problems.append(("exporter.tls_cert_file", "TLS needs both tls_cert_file and tls_key_file"))
+    try:
+        parse_listen(config.exporter.listen)
+    except ValueError as exc:
+        problems.append(("exporter.listen", str(exc)))
+    from .rules.loader import default_params  # late import: the rules package imports model, not config
+
+    known_params = default_params()
+    for name in config.thresholds:
+        if name not in known_params:
+            problems.append(("thresholds." + name, "unknown threshold (known: {})".format(", ".join(sorted(known_params)))))
+    if problems:
+        key, problem = problems[0]
+        raise ConfigError("{}:{}: {}: {}".format(path, _line_of(node, key), key, problem))
+
+
+def parse_listen(listen: str) -> Tuple[str, int]:
+    """'0.0.0.0:9842', '[::1]:9842', ':9842' -> (host, port)."""
+    host, sep, port_text = listen.rpartition(":")
+    if not sep or not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
+        raise ValueError("expected HOST:PORT, e.g. 0.0.0.0:9842 or [::1]:9842, got {!r}".format(listen))
+    host = host.strip("[]") or "0.0.0.0"
+    return host, int(port_text)

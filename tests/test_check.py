@@ -1,0 +1,130 @@
+"""`npumon check` end to end: real subprocesses, a fake or simulated npu-smi, exit codes per the contract."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from npumon.sim.hostroot import HostRootSpec, SimLink, write_host_root
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def capture_text(name):
+    text = (FIXTURES / name).read_text()
+    return text.split("# ---\n", 1)[1]
+
+
+def run_npumon(*args, env=None, timeout=60):
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "npumon.cli", *args], capture_output=True, text=True,
+                          env=env, timeout=timeout)
+    return proc, time.monotonic() - started
+
+
+def fake_npu_smi(directory: Path, info_text: str) -> Path:
+    """An `npu-smi` that prints one real capture for `info` and 'not supported' for every -t query."""
+    (directory / "info.txt").write_text(info_text)
+    script = directory / "npu-smi"
+    script.write_text(textwrap.dedent("""\
+        #!{python}
+        import sys
+        args = sys.argv[1:]
+        if "-t" in args:
+            print("This device does not support querying {{}}.".format(args[args.index("-t") + 1]))
+        elif args == ["info"]:
+            sys.stdout.write(open({info!r}).read())
+        else:
+            print("Command or option is not found.")
+            sys.exit(1)
+        """).format(python=sys.executable, info=str(directory / "info.txt")))
+    script.chmod(0o755)
+    return script
+
+
+def healthy_root(tmp_path: Path, bus_ids) -> Path:
+    root = tmp_path / "root"
+    links = [SimLink(bus_id=b, current_speed="16.0 GT/s PCIe", max_speed="16.0 GT/s PCIe",
+                     current_width=16, max_width=16) for b in bus_ids]
+    write_host_root(str(root), HostRootSpec(device_count=8, links=links, numa_balancing=0,
+                                            max_map_count=1048576))
+    return root
+
+
+@pytest.fixture
+def fake_host(tmp_path):
+    def make(capture, bus_ids=()):
+        bindir = tmp_path / "bin"
+        bindir.mkdir()
+        fake_npu_smi(bindir, capture_text(capture))
+        root = healthy_root(tmp_path, bus_ids)
+        config = tmp_path / "npumon.yaml"
+        config.write_text("root: {}\n".format(root))
+        env = dict(os.environ, PATH="{}:{}".format(bindir, os.environ["PATH"]))
+        return env, config
+    return make
+
+
+def test_only_main_table_works_every_chip_listed_and_unsupported_in_sources(fake_host):
+    bus_ids = ["0000:C1:00.0", "0000:C2:00.0", "0000:81:00.0", "0000:82:00.0",
+               "0000:01:00.0", "0000:02:00.0", "0000:41:00.0", "0000:42:00.0"]
+    env, config = fake_host("info_910b3_8npu_v23.0.7.txt", bus_ids)
+    proc, _ = run_npumon("check", "--json", "--config", str(config), env=env)
+    doc = json.loads(proc.stdout)
+    assert doc["schema"] == "npumon.check/v1"
+    assert [(c["npu"], c["chip"]) for c in doc["chips"]] == [(n, 0) for n in range(8)]
+    first = doc["chips"][0]
+    assert first["name"] == "910B3" and first["health"] == "OK" and first["bus_id"] == "0000:C1:00.0"
+    assert first["power_watts"] == 102.8 and first["temperature_celsius"] == 55
+    assert first["hbm_used_bytes"] == 3338 * 1048576 and first["hbm_total_bytes"] == 65536 * 1048576
+    assert first["aicore_ratio"] == 0.0
+    assert first["aivector_ratio"] is None and first["ecc_double_bit_errors"] is None  # -t queries unsupported
+    assert first["error_codes"] == []
+    for query in ("usages", "power", "health", "ecc", "board"):
+        source = doc["sources"]["npu-smi:" + query]
+        assert source["unsupported"] is True, query
+        assert "does not support querying " + query in source["error"]
+    assert doc["sources"]["npu-smi"]["ok"] is True
+    assert doc["status"] == "ok", doc["findings"]
+    assert proc.returncode == 0
+
+
+def test_alarm_capture_is_critical_with_nagios_line(fake_host):
+    env, config = fake_host("info_310b4_ALARM_v23.0.0_fixture.txt")
+    proc, _ = run_npumon("check", "--config", str(config), env=env)
+    assert proc.returncode == 2, proc.stdout
+    first_line = proc.stdout.splitlines()[0]
+    assert first_line.startswith("NPU CRITICAL - ")
+    assert "health" in first_line.lower()
+    assert "|" in first_line and "'npu0_chip0_temp'=" in first_line
+
+
+def test_npu_smi_missing_is_unknown(tmp_path):
+    config = tmp_path / "npumon.yaml"
+    config.write_text("npu_smi: /nonexistent/npu-smi\n")
+    proc, _ = run_npumon("check", "--config", str(config))
+    assert proc.returncode == 3
+    assert proc.stdout.startswith("NPU UNKNOWN - npu-smi not found")
+    assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("text", [
+    "poll:\n  table_seconds: fast\n",
+    "pol:\n  table_seconds: 5\n",
+    "poll: [1, 2\n",
+])
+def test_bad_config_is_one_line_unknown(tmp_path, text):
+    config = tmp_path / "bad.yaml"
+    config.write_text(text)
+    proc, _ = run_npumon("check", "--simulate", "--config", str(config))
+    assert proc.returncode == 3
+    assert proc.stdout.count("\n") == 1 and str(config) in proc.stdout
+    assert "Traceback" not in proc.stderr
+    proc, _ = run_npumon("check", "--json", "--config", str(config))
+    assert proc.returncode == 3 and json.loads(proc.stdout)["status"] == "unknown"

@@ -1,0 +1,66 @@
+"""Config loading: types, defaults, and one-line errors naming file, line and key."""
+
+import pytest
+
+from npumon.config import Config, ConfigError, load_config, parse_config, parse_listen
+
+
+def _error(text, tmp_path):
+    path = tmp_path / "npumon.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as info:
+        load_config(str(path))
+    message = str(info.value)
+    assert "\n" not in message
+    return message.replace(str(path), "FILE")
+
+
+def test_defaults_and_empty_file(tmp_path):
+    assert load_config(None) == Config()
+    path = tmp_path / "empty.yaml"
+    path.write_text("")
+    assert load_config(str(path)).npu_smi == "npu-smi"
+
+
+def test_values_are_converted():
+    config = parse_config(
+        "npu_smi: /usr/local/bin/npu-smi\n"
+        "npu_smi_timeout_seconds: 5\n"
+        "poll:\n  table_seconds: 10\n  ecc_seconds: 0\n"
+        "thresholds:\n  temperature_critical_celsius: 90\n"
+        "exporter:\n  listen: '[::1]:9000'\n  npu_exporter_compat: true\n"
+        "rule_files: [/etc/npumon/rules.d/site.yaml]\n", "x.yaml")
+    assert config.npu_smi_timeout_seconds == 5.0 and isinstance(config.npu_smi_timeout_seconds, float)
+    assert config.poll.table_seconds == 10.0 and config.poll.ecc_seconds == 0.0
+    assert config.poll.usages_seconds == 30.0  # default kept
+    assert config.thresholds == {"temperature_critical_celsius": 90.0}
+    assert config.exporter.npu_exporter_compat is True
+    assert config.rule_files == ["/etc/npumon/rules.d/site.yaml"]
+    assert parse_listen(config.exporter.listen) == ("::1", 9000)
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("npu_smi_timeout_seconds: ten\n", "FILE:1: npu_smi_timeout_seconds: expected a number, got 'ten'"),
+    ("poll:\n  table_seconds: 15\n  tabel_seconds: 3\n", "FILE:3: poll.tabel_seconds: unknown key"),
+    ("poll: 15\n", "FILE:1: poll: expected a mapping"),
+    ("log_level: loud\n", "FILE:1: log_level: must be one of debug, info, warning, error"),
+    ("exporter:\n  npu_exporter_compat: yes please\n", "FILE:2: exporter.npu_exporter_compat: expected a boolean"),
+    ("poll:\n  table_seconds: 0\n", "FILE:2: poll.table_seconds: must be greater than 0"),
+    ("a: [1, 2\n", "FILE:2: bad YAML"),
+    ("npu_smi: x\nnpu_smi: y\n", "FILE:2: npu_smi: key given twice"),
+    ("thresholds:\n  temprature_critical_celsius: 90\n", "FILE:2: thresholds.temprature_critical_celsius: unknown threshold"),
+    ("exporter:\n  listen: localhost\n", "FILE:2: exporter.listen: expected HOST:PORT"),
+    ("rule_files: /etc/rules.yaml\n", "FILE:1: rule_files: expected a list"),
+])
+def test_errors_name_file_line_and_key(tmp_path, text, expected):
+    assert _error(text, tmp_path).startswith(expected)
+
+
+def test_unreadable_file_is_one_line(tmp_path):
+    with pytest.raises(ConfigError) as info:
+        load_config(str(tmp_path / "missing.yaml"))
+    assert "cannot read config" in str(info.value)
+    binary = tmp_path / "binary.yaml"
+    binary.write_bytes(b"\xff\xfe\x00")
+    with pytest.raises(ConfigError):
+        load_config(str(binary))
