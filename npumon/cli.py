@@ -80,6 +80,8 @@ def setup_logging(level: str) -> None:
     stamp = "" if os.environ.get("JOURNAL_STREAM") else "%(asctime)s "
     logging.basicConfig(stream=sys.stderr, level=getattr(logging, level.upper()), force=True,
                         format=stamp + "%(levelname)s %(name)s: %(message)s")
+    # APScheduler logs every job run at INFO: that is noise in a journal, its warnings still show.
+    logging.getLogger("apscheduler").setLevel(max(logging.WARNING, logging.getLogger().level))
 
 
 @contextlib.contextmanager

@@ -48,6 +48,7 @@ class Config:
     npu_smi_max_concurrent: int = 2
     root: str = "/"  # prefix for every host path (/proc, /sys, /dev, the Ascend directory); tests use fake trees
     ascend_dir: str = "/usr/local/Ascend"
+    state_dir: str = "/var/lib/npumon"  # event history and the notification outbox live here
     max_age_seconds: float = 120.0  # values older than this are dropped rather than served stale
     log_level: str = "info"
     poll: PollConfig = field(default_factory=PollConfig)

@@ -13,7 +13,7 @@ import signal
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Protocol, Tuple
 
 from apscheduler.schedulers.background import BackgroundScheduler
 
@@ -27,7 +27,27 @@ from .web import WebServer
 
 log = logging.getLogger(__name__)
 
-STOP_TIMEOUT_SECONDS = 4.0
+
+
+class Service(Protocol):
+    """Something the daemon runs besides polling (event history, notifications, control, ...)."""
+
+    name: str
+
+    def jobs(self) -> List[Tuple[str, float, Callable[[], None]]]: ...  # (job id, interval seconds, function)
+
+    def on_evaluation(self, snapshot: Snapshot, findings: List[Finding],
+                      transitions: List[Tuple[str, Finding]]) -> None: ...  # quick: runs in the table job
+
+    def collectors(self) -> List[object]: ...  # extra prometheus_client collectors for /metrics
+
+    def close(self) -> None: ...
+
+
+def build_services(daemon: "Daemon") -> List[Service]:
+    """Every service that the config turns on. One line per service."""
+    services: List[Service] = []
+    return services
 
 
 @dataclass
@@ -57,9 +77,30 @@ class Daemon:
         self.notifier = Notifier()
         self.scheduler = BackgroundScheduler(timezone="UTC", job_defaults={
             "coalesce": True, "max_instances": 1, "misfire_grace_time": None})
-        registry = build_registry(self.view, npu_exporter_compat=config.exporter.npu_exporter_compat)
-        self.web = WebServer(listen or config.exporter.listen, registry, self.status, self.health,
+        self.registry = build_registry(self.view, npu_exporter_compat=config.exporter.npu_exporter_compat)
+        self.web = WebServer(listen or config.exporter.listen, self.registry, self.status, self.health,
                              tls_cert=config.exporter.tls_cert_file, tls_key=config.exporter.tls_key_file)
+        self.events = None  # the event history, when the config keeps one
+        self.services = self._start_services()
+
+    def _start_services(self) -> List[Service]:
+        services = build_services(self)
+        for service in services:
+            for collector in service.collectors():
+                self.registry.register(collector)
+        return services
+
+    def _stop_services(self, services: List[Service]) -> None:
+        for service in services:
+            for collector in service.collectors():
+                self.registry.unregister(collector)
+            self._guarded(service.name, service.close)
+
+    def record_event(self, kind: str, subject: str, message: str, severity: Optional[str] = None,
+                     details: Optional[dict] = None) -> None:
+        """Services record what they did (control actions, probe failures, ...) in the event history."""
+        if self.events is not None:
+            self._guarded("events", self.events.record, kind, subject, message, severity, details)
 
     # -- readers ---------------------------------------------------------------------------------------
 
@@ -102,11 +143,14 @@ class Daemon:
         self._guarded("table", self.collector.poll, "table")
         snapshot = self.collector.snapshot()
         findings = self._guarded("rules", self.engine.evaluate, snapshot, snapshot.time)
+        transitions = self._guarded("rules", self.engine.transitions) or []
         with self._lock:
             previous = self._state
             self._state = DaemonState(snapshot=snapshot,
                                       findings=previous.findings if findings is None else findings,
                                       last_progress=time.monotonic(), started=previous.started)
+        for service in self.services:
+            self._guarded(service.name, service.on_evaluation, snapshot, self._state.findings, transitions)
 
     def run_tier(self, tier: str) -> None:
         self._guarded(tier, self.collector.poll, tier)
@@ -128,6 +172,10 @@ class Daemon:
             first_delay = 0.0 if tier in ("table", "host") else random.uniform(1.0, min(seconds, 10.0))
             self.scheduler.add_job(func, "interval", args=args, seconds=seconds, id=tier, replace_existing=True,
                                    next_run_time=_utc_in(first_delay))
+        for service in self.services:
+            for job_id, seconds, func in service.jobs():
+                self.scheduler.add_job(self._guarded, "interval", args=(job_id, func), seconds=seconds,
+                                       id=job_id, replace_existing=True)
         watchdog = self.notifier.watchdog_interval()
         if watchdog:
             self.scheduler.add_job(self._watchdog_ping, "interval", seconds=watchdog, id="watchdog",
@@ -146,7 +194,7 @@ class Daemon:
         self.web.start()
         self._schedule()
         self.scheduler.start()
-        log.info("npumon serving on %s (port %d); polling %s", self.web.listen, self.web.port,
+        log.info("npumon serving on port %d; polling %s", self.web.port,
                  "a simulated host" if self.target.simulated else " ".join(self.target.npu_smi_argv))
         self.notifier.ready("polling every {:.0f}s".format(self.config.poll.table_seconds))
 
@@ -188,9 +236,14 @@ class Daemon:
             return False
         if config.exporter != self.config.exporter:
             log.warning("exporter settings changed: they take effect on restart, not on reload")
+        old_collector, old_services = self.collector, self.services
         self.config, self.engine, self.params = config, engine, params
         self.collector = Collector(config, self.target)
+        self._stop_services(old_services)
+        self.services = self._start_services()
+        self.scheduler.remove_all_jobs()
         self._schedule()
+        old_collector.close()
         log.info("config reloaded from %s", config.source)
         self.notifier.ready("polling every {:.0f}s (reloaded)".format(config.poll.table_seconds))
         return True
@@ -199,6 +252,7 @@ class Daemon:
         self.notifier.stopping()
         self.scheduler.shutdown(wait=False)
         self.collector.close()
+        self._stop_services(self.services)
         self.web.stop()
         log.info("npumon stopped")
 

@@ -81,6 +81,7 @@ class ChipSample:
     compatibility: Optional[str] = None
     processes: List[ProcessSample] = field(default_factory=list)
     pcie: Optional["PcieLink"] = None
+    numa_node: Optional[int] = None  # NUMA node of the chip's PCIe device (sysfs numa_node), if known
 
     @property
     def key(self):

@@ -104,12 +104,9 @@ def _chip_pcie_facts(chip: ChipSample) -> Facts:
 
 
 def _chip_numa_facts(chip: ChipSample, host: HostSample) -> Facts:
-    """CPU load of the NUMA node the chip hangs off (where its feeding processes should run).
-
-    The model does not carry a chip's NUMA node yet (ChipSample has no `numa_node`); until it does,
-    numa_node is null and numa_cpu_ratio falls back to the whole host's CPU ratio.
-    """
-    node_id = getattr(chip, "numa_node", None)
+    """CPU load of the NUMA node the chip hangs off (where its feeding processes should run); the whole
+    host's CPU ratio where sysfs does not say which node that is."""
+    node_id = chip.numa_node
     node = next((n for n in host.numa_nodes if n.node == node_id), None) if node_id is not None else None
     return {
         "numa_node": node_id,

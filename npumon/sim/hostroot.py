@@ -35,6 +35,7 @@ class SimLink:
     max_speed: str
     current_width: int
     max_width: int
+    numa_node: int = -1  # as sysfs prints it; -1 = unknown
 
 
 @dataclass
@@ -235,6 +236,7 @@ def _write_links(root: str, spec: HostRootSpec) -> None:
         values = (link.current_speed, link.max_speed, link.current_width, link.max_width)
         for name, value in zip(PCI_LINK_FILES, values):
             _write_text(os.path.join(devices, address, name), "{}\n".format(value))
+        _write_text(os.path.join(devices, address, "numa_node"), "{}\n".format(link.numa_node))
 
 
 @contextlib.contextmanager

@@ -26,17 +26,18 @@ def host_root_spec(product: Product, host: Dict[str, Any], cpu_busy_ratio: List[
         firmware_compatible_driver=host["firmware_compatible_driver"],
         device_count=len(product.slots()),
         missing_device_files=missing,
-        links=_links(product, host["pcie_links"]),
+        links=_links(product, host["pcie_links"], host["numa_nodes"]),
     )
 
 
-def _links(product: Product, overrides: List[Dict[str, Any]]) -> List[SimLink]:
+def _links(product: Product, overrides: List[Dict[str, Any]], numa_nodes: int) -> List[SimLink]:
     """One link per PCIe bus id (the two chips of a 300I Duo share one), at full speed unless overridden."""
     if product.pcie_max_speed is None or product.pcie_max_width is None:
         return []
     by_device = {override["device"]: override for override in overrides}
     links: Dict[str, SimLink] = {}
-    for slot in product.slots():
+    slots = product.slots()
+    for index, slot in enumerate(slots):
         if slot.bus_id is None or slot.bus_id in links:
             continue
         override = by_device.get(slot.device_id, {})
@@ -46,5 +47,6 @@ def _links(product: Product, overrides: List[Dict[str, Any]]) -> List[SimLink]:
             max_speed=product.pcie_max_speed,
             current_width=override.get("current_width", product.pcie_max_width),
             max_width=product.pcie_max_width,
+            numa_node=index * numa_nodes // len(slots),  # first half of the cards on node 0, as on Atlas 800
         )
     return list(links.values())

@@ -325,6 +325,7 @@ def check_versions(host: HostSample) -> Tuple[Optional[bool], str]:
 class HostResult:
     sample: HostSample
     pcie: Dict[str, PcieLink] = field(default_factory=dict)  # keyed by the bus id as given
+    numa_node: Dict[str, int] = field(default_factory=dict)  # bus id -> NUMA node (absent: unknown / -1)
     errors: List[str] = field(default_factory=list)  # one line each: what could not be read and why
 
 
@@ -419,6 +420,10 @@ class HostCollector:
             link = self._pcie_link(reader, bus_id)
             if link is not None:
                 result.pcie[bus_id] = link
+                node = reader.parsed(reader.path("/sys/bus/pci/devices/{}/numa_node".format(bus_id.strip().lower())),
+                                     parse_int, required=False)
+                if node is not None and node >= 0:  # -1: the platform does not say
+                    result.numa_node[bus_id] = node
         return result
 
     def _hostname(self, reader: _TreeReader) -> str:
