@@ -231,7 +231,8 @@ def _write_device_files(root: str, spec: HostRootSpec) -> None:
 def _write_links(root: str, spec: HostRootSpec) -> None:
     devices = os.path.join(root, "sys", "bus", "pci", "devices")
     addresses = {link.bus_id.lower(): link for link in spec.links}
-    _remove_entries(devices, [name for name in _listdir(devices) if name not in addresses], list(PCI_LINK_FILES))
+    _remove_entries(devices, [name for name in _listdir(devices) if name not in addresses],
+                    list(PCI_LINK_FILES) + ["numa_node"])
     for address, link in addresses.items():
         values = (link.current_speed, link.max_speed, link.current_width, link.max_width)
         for name, value in zip(PCI_LINK_FILES, values):
