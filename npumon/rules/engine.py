@@ -15,11 +15,15 @@ For every rule and every subject of its kind (each chip, or the host) the engine
   current values while the condition holds.
 * A chip that is gone from the Snapshot resolves its non-sticky findings -- unless some source is down,
   in which case "gone" may just mean "not seen": its state is kept unchanged until the sources recover.
+* `restore()` takes over the findings and acknowledgements a previous run persisted (the event store),
+  so a restart neither forgets a sticky finding nor fires an active one again; `replace_rules()` swaps
+  the rules on a config reload and keeps the state of the rules that remain.
 * `one_shot=True` (`npumon check`): `for` and `clear_for` are ignored, and window functions see the one
   sample there is (increase/delta/changes are 0, rate is null), so window-based rules stay quiet.
 """
 
 import collections
+import dataclasses
 import re
 import threading
 from typing import Any, Callable, Deque, Dict, Iterable, List, Optional, Sequence, Set, Tuple
@@ -130,6 +134,56 @@ class RuleEngine:
         with self._lock:
             return sorted(self._acknowledged)
 
+    def restore(self, findings: Iterable[Finding] = (),
+                acknowledged: Iterable[Tuple[str, str]] = ()) -> List[Tuple[str, str]]:
+        """Take over what a previous run left (the event store keeps it): `findings` become active again
+        without a new "fired" transition, and then resolve or stay exactly as if the daemon had never
+        stopped (sticky ones until acknowledged); `acknowledged` (rule, subject) stay quiet until their
+        condition clears. State this engine already has wins, so restoring twice changes nothing.
+        Returns the (rule, subject) keys it cannot take: the rule is gone or now judges another kind of
+        subject."""
+        rules = {compiled.rule.id: compiled.rule for compiled in self._rules}
+        rejected = []
+        with self._lock:
+            for finding in findings:
+                key = (finding.rule, finding.subject)
+                rule = rules.get(finding.rule)
+                if rule is None or rule.subject != _subject_kind(finding.subject):
+                    rejected.append(key)
+                elif key not in self._states and key not in self._acknowledged:
+                    state = self._states[key] = _State()
+                    state.finding = _as_defined_by(rule, finding)
+            for key in acknowledged:
+                rule = rules.get(key[0])
+                if rule is None or rule.subject != _subject_kind(key[1]):
+                    rejected.append(key)
+                elif key not in self._states:
+                    self._acknowledged.add(key)
+        return rejected
+
+    def replace_rules(self, rules: Sequence[Rule], params: Dict[str, float]) -> None:
+        """New rules and parameters (a config reload) without forgetting what is going on: rules whose id
+        remains keep their pending timers, active findings (now with the new severity, mode and labels)
+        and acknowledgements; findings of rules that are gone, or that now judge another kind of
+        subject, resolve (a "resolved" transition); new rules start quiet. Window history is kept."""
+        by_id = {rule.id: rule for rule in rules}
+
+        def still_judged(key: Tuple[str, str]) -> bool:
+            rule = by_id.get(key[0])
+            return rule is not None and rule.subject == _subject_kind(key[1])
+
+        with self._lock:
+            for key, state in list(self._states.items()):
+                if not still_judged(key):
+                    self._resolve(key, state)
+                elif state.finding is not None:
+                    state.finding = _as_defined_by(by_id[key[0]], state.finding)
+            self._acknowledged = {key for key in self._acknowledged if still_judged(key)}
+            self._rules = [_CompiledRule(rule) for rule in rules]
+            self._sticky_rules = frozenset(rule.id for rule in rules if rule.sticky)
+            self._params = dict(params)
+            self._history.set_windows(_longest_windows(rules))
+
     # ----------------------------------------------------------------------------------------- internals
 
     def _series_reader(self, subject: str, now: float) -> Callable[[str, float], Series]:
@@ -221,6 +275,15 @@ def _longest_windows(rules: Sequence[Rule]) -> Dict[str, float]:
             for name, seconds in expression.windows.items():
                 windows[name] = max(windows.get(name, 0.0), seconds)
     return windows
+
+
+def _subject_kind(subject: str) -> str:
+    return "host" if subject == HOST_SUBJECT else "chip"
+
+
+def _as_defined_by(rule: Rule, finding: Finding) -> Finding:
+    """A finding carried over to a (possibly changed) rule: its severity, mode and labels from now on."""
+    return dataclasses.replace(finding, severity=rule.severity, shadow=rule.shadow, labels=dict(rule.labels))
 
 
 def _any_source_down(snapshot: Snapshot) -> bool:

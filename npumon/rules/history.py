@@ -42,8 +42,16 @@ class _TimeSeries:
 class History:
     def __init__(self, windows: Mapping[str, float]):
         """`windows`: fact name -> the longest window (seconds) any rule uses over it."""
-        self.retention = {name: seconds + RETENTION_MARGIN_SECONDS for name, seconds in windows.items()}
+        self.retention: Dict[str, float] = {}
         self._series: Dict[str, Dict[str, _TimeSeries]] = {}
+        self.set_windows(windows)
+
+    def set_windows(self, windows: Mapping[str, float]) -> None:
+        """New rules, new windows: keep the series still read, drop the ones no rule reads any more."""
+        self.retention = {name: seconds + RETENTION_MARGIN_SECONDS for name, seconds in windows.items()}
+        for per_subject in self._series.values():
+            for name in [name for name in per_subject if name not in self.retention]:
+                del per_subject[name]
 
     def record(self, subject: str, when: float, facts: Mapping[str, Any]) -> None:
         per_subject = self._series.get(subject)
