@@ -1,0 +1,142 @@
+"""The simulated inference server's metrics endpoint: the scenario's serving queue depth, served the way
+vLLM serves it, so that the serving-queue source goes through the same HTTP and parsing code as on a real
+host.
+
+    with QueueServer(state_dir) as server:      # a simulation prepared in state_dir
+        server.url                              # http://127.0.0.1:<ephemeral port>/metrics
+
+`npumon check/run --simulate` start one for the command's lifetime. It also runs on its own, next to a
+simulated host prepared elsewhere (the fleet demo):
+
+    python -m npumon.sim.queue_server --state DIR --port 8000
+"""
+
+import argparse
+import http.server
+import signal
+import sys
+import threading
+from typing import Optional, Sequence
+
+from .simulation import serving_queue_depth
+from .state import SimStateError, read_state
+
+METRICS_PATH = "/metrics"
+METRIC = "vllm:num_requests_waiting"
+MODEL_NAME = "sim-model"
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+def render_metrics(depth: float, model_name: str = MODEL_NAME) -> str:
+    """vLLM's exposition of its waiting-request gauge. The queue holds whole requests: the scenario's smooth
+    curve is rounded as a real server's count would be."""
+    return ("# HELP {metric} Number of requests waiting to be processed.\n"
+            "# TYPE {metric} gauge\n"
+            '{metric}{{model_name="{model}"}} {value:.1f}\n').format(metric=METRIC, model=model_name,
+                                                                     value=float(round(depth)))
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    server: "_Server"
+
+    def do_GET(self) -> None:  # noqa: N802 - the name http.server dispatches to
+        if self.path.split("?", 1)[0] != METRICS_PATH:
+            self._answer(404, "not found; metrics are at {}\n".format(METRICS_PATH))
+            return
+        try:
+            depth = serving_queue_depth(self.server.state_dir)
+        except SimStateError as exc:  # the simulation was removed under us: answer like a broken server
+            self._answer(500, "{}\n".format(exc))
+            return
+        self._answer(200, render_metrics(depth), CONTENT_TYPE)
+
+    def _answer(self, code: int, text: str, content_type: str = "text/plain; charset=utf-8") -> None:
+        body = text.encode("utf-8")
+        self.send_response(code)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args) -> None:  # noqa: A002 - http.server's signature
+        """Quiet: one line per scrape on stderr would drown the command's own output."""
+
+
+class _Server(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, address, state_dir: str):
+        self.state_dir = state_dir
+        super().__init__(address, _Handler)
+
+
+class QueueServer:
+    """The endpoint in a daemon thread; `stop()` (or leaving the `with` block) shuts it down."""
+
+    def __init__(self, state_dir: str, host: str = "127.0.0.1", port: int = 0):
+        self._server = _Server((host, port), state_dir)
+        self._thread: Optional[threading.Thread] = None
+
+    @property
+    def port(self) -> int:
+        return self._server.server_address[1]
+
+    @property
+    def url(self) -> str:
+        host = self._server.server_address[0]
+        return "http://{}:{}{}".format("[{}]".format(host) if ":" in host else host, self.port, METRICS_PATH)
+
+    def start(self) -> "QueueServer":
+        # A short poll interval: shutdown() waits for it, and `npumon check` should not linger on exit.
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
+                                        name="sim-queue-server", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._thread is not None:
+            self._server.shutdown()
+            self._thread.join()
+            self._thread = None
+        self._server.server_close()
+
+    def __enter__(self) -> "QueueServer":
+        return self.start()
+
+    def __exit__(self, *exc_info) -> None:
+        self.stop()
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m npumon.sim.queue_server",
+                                     description="Serve a simulated host's serving queue depth in vLLM's "
+                                                 "metrics format until interrupted.")
+    parser.add_argument("--state", required=True, metavar="DIR",
+                        help="state directory of a simulation (npumon.sim.prepare_simulation)")
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=0, help="port to listen on (default: any free port)")
+    args = parser.parse_args(argv)
+    if not 0 <= args.port <= 65535:
+        parser.error("--port must be 0..65535")
+    try:
+        read_state(args.state)
+    except SimStateError as exc:
+        print("queue_server: {}".format(exc), file=sys.stderr)
+        return 2
+    try:
+        server = QueueServer(args.state, args.host, args.port)
+    except OSError as exc:
+        print("queue_server: cannot listen on {}:{}: {}".format(args.host, args.port, exc.strerror or exc),
+              file=sys.stderr)
+        return 2
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    with server:
+        print(server.url, flush=True)
+        stop.wait()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
