@@ -1,0 +1,154 @@
+"""Benchmark: what the liveness probe costs the daemon, in the simulator.
+
+Part 1, one probe round: ProbeSource.poll() over every chip of a simulated host (default: Atlas A3,
+16 chips), as the daemon's probe tier runs it (child processes with the simulated pyACL, max_concurrent
+at a time). Measured per round: wall time, CPU time of the daemon process itself (all its threads:
+starting children, reading their output, bookkeeping) and CPU time of the probe children.
+
+Part 2, the poll tiers: the real Daemon against the same simulated host, once without the probe and once
+with it at a compressed interval (default 30 s instead of 300 s, so that the run holds several rounds).
+Measured: how late the main-table job starts against its schedule (APScheduler submission time minus
+scheduled time), how long the table job takes (npu-smi info + rules), and the daemon's CPU time.
+
+    python benchmarks/bench_probe.py [--product atlas-a3] [--rounds 5] [--daemon-seconds 120]
+                                     [--probe-interval 30] [--table-seconds 2]
+
+The simulated pyACL answers in microseconds, so part 1 measures the probe machinery (process start,
+Python and module imports, JSON), not a real NPU: on hardware acl.init and set_device add their own time.
+"""
+
+import argparse
+import os
+import platform
+import random
+import resource
+import statistics
+import sys
+import tempfile
+import time
+from typing import Dict, List
+
+from apscheduler.events import EVENT_JOB_SUBMITTED
+
+from npumon.collect import Target
+from npumon.config import Config, PollConfig
+from npumon.daemon import Daemon
+from npumon.probe.config import ProbeConfig
+from npumon.probe.source import ProbeSource
+from npumon.sim import prepare_simulation
+from npumon.sources.npusmi import NpuSmiSource
+from npumon.sources.runner import CommandRunner
+
+
+def cpu_seconds(who: int) -> float:
+    usage = resource.getrusage(who)
+    return usage.ru_utime + usage.ru_stime
+
+
+def percentile(values: List[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(fraction * (len(ordered) - 1))))]
+
+
+def summary(values: List[float], unit_scale: float = 1000.0, unit: str = "ms") -> str:
+    if not values:
+        return "n/a"
+    return "median {:.1f} {u}, p95 {:.1f} {u}, max {:.1f} {u} (n={})".format(
+        statistics.median(values) * unit_scale, percentile(values, 0.95) * unit_scale, max(values) * unit_scale,
+        len(values), u=unit)
+
+
+def probe_rounds(target: Target, rounds: int, max_concurrent: int) -> None:
+    config = Config(probe=ProbeConfig(max_concurrent=max_concurrent))
+    table = NpuSmiSource(CommandRunner(target.npu_smi_argv, 10.0, 2, env=target.env))
+    table.poll_table()
+    chip_list = table.chips(time.time(), 600.0)
+    now = [time.time()]
+    source = ProbeSource(config, target, clock=lambda: now[0], rng=random.Random(1))
+    walls, own, children = [], [], []
+    for _ in range(rounds + 1):
+        own_before, children_before = cpu_seconds(resource.RUSAGE_SELF), cpu_seconds(resource.RUSAGE_CHILDREN)
+        started = time.perf_counter()
+        source.poll(chip_list)
+        walls.append(time.perf_counter() - started)
+        own.append(cpu_seconds(resource.RUSAGE_SELF) - own_before)
+        children.append(cpu_seconds(resource.RUSAGE_CHILDREN) - children_before)
+        status = source.status(now[0], 600.0)
+        assert status.ok, status
+        now[0] += 10 * config.probe.interval_seconds  # every chip is due again
+    print("part 1: {} chips, max_concurrent {}, {} rounds after a first one".format(
+        len(chip_list), max_concurrent, rounds))
+    print("  round wall:            {}".format(summary(walls[1:], 1.0, "s")))
+    print("  daemon CPU per round:  {}".format(summary(own[1:])))
+    print("  daemon CPU per chip:   {:.1f} ms".format(statistics.median(own[1:]) / len(chip_list) * 1000))
+    print("  children CPU per round: {}".format(summary(children[1:], 1.0, "s")))
+    source.close()
+
+
+def daemon_run(target: Target, state_dir: str, seconds: float, table_seconds: float, probe: ProbeConfig) -> Dict:
+    config = Config(state_dir=state_dir, poll=PollConfig(table_seconds=table_seconds), probe=probe)
+    daemon = Daemon(config, target, listen="127.0.0.1:0")
+    lateness: List[float] = []
+    durations: List[float] = []
+    table_tier = daemon.run_table_tier
+
+    def timed_table_tier() -> None:
+        started = time.perf_counter()
+        table_tier()
+        durations.append(time.perf_counter() - started)
+
+    def submitted(event) -> None:
+        if event.job_id == "table":
+            now = time.time()
+            lateness.extend(now - when.timestamp() for when in event.scheduled_run_times)
+
+    daemon.run_table_tier = timed_table_tier
+    daemon.scheduler.add_listener(submitted, EVENT_JOB_SUBMITTED)
+    own_before, children_before = cpu_seconds(resource.RUSAGE_SELF), cpu_seconds(resource.RUSAGE_CHILDREN)
+    daemon.start()
+    time.sleep(seconds)
+    daemon.stop()
+    time.sleep(1.0)  # let running jobs end
+    snapshot = daemon.state().snapshot
+    probed = sum(1 for chip in snapshot.chips if chip.probe is not None and chip.probe.state == "ok") if snapshot else 0
+    return {"lateness": lateness[1:], "durations": durations[1:], "own": cpu_seconds(resource.RUSAGE_SELF) - own_before,
+            "children": cpu_seconds(resource.RUSAGE_CHILDREN) - children_before, "probed": probed}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--product", default="atlas-a3")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--max-concurrent", type=int, default=2)
+    parser.add_argument("--daemon-seconds", type=float, default=120.0)
+    parser.add_argument("--probe-interval", type=float, default=30.0)
+    parser.add_argument("--table-seconds", type=float, default=2.0)
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory(prefix="npumon-bench-probe-") as work:
+        sim = prepare_simulation(os.path.join(work, "sim"), "healthy", product=args.product)
+        target = Target(sim.npu_smi_argv, sim.env, sim.root, simulated=True)
+        print("load average before: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
+        probe_rounds(target, args.rounds, args.max_concurrent)
+        runs = {}
+        for label, probe in (("without probe", ProbeConfig(enabled=False)),
+                             ("with probe", ProbeConfig(interval_seconds=args.probe_interval, jitter_seconds=0.0,
+                                                        max_concurrent=args.max_concurrent))):
+            runs[label] = daemon_run(target, os.path.join(work, label.replace(" ", "-")), args.daemon_seconds,
+                                     args.table_seconds, probe)
+        print("part 2: daemon for {:.0f} s each, table every {:.0f} s, probe every {:.0f} s (default 300 s)".format(
+            args.daemon_seconds, args.table_seconds, args.probe_interval))
+        for label, run in runs.items():
+            print("  {}:".format(label))
+            print("    table job start lateness: {}".format(summary(run["lateness"])))
+            print("    table job duration:       {}".format(summary(run["durations"])))
+            print("    daemon CPU: {:.2f} s ({:.1f}% of one CPU); children CPU: {:.2f} s; chips with a probe: {}".format(
+                run["own"], 100 * run["own"] / args.daemon_seconds, run["children"], run["probed"]))
+        print("load average after: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
+    print("machine: {} {}, {} CPUs, Python {}".format(platform.system(), platform.machine(), os.cpu_count(),
+                                                     platform.python_version()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

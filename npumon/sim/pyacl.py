@@ -1,0 +1,516 @@
+"""The simulated pyACL: what `import acl` gives a probe child under `npumon ... --simulate`.
+
+It behaves like the documented pyACL (shared/reference/acl-probe-fan-power.md section 1): the same
+function names, argument orders and returns (`ret`, `(value, ret)`, `(free, total, ret)` or a bare value),
+ACL error codes for misuse (a call before acl.init, a pointer it never handed out, a copy longer than its
+destination or in the wrong direction), and memory that really holds bytes, so a pattern copied to the
+device comes back. What goes wrong comes from the scenario:
+
+    acl_runtime: {installed: false}           `import acl` fails, as on a host without CANN
+    acl_runtime: {init_error_code: 500004}     acl.init returns that code
+    chips: ... probe: {fail: rt.memcpy, error_code: 507053}       that call returns the code on that device
+    chips: ... probe: {hang: rt.synchronize_stream_with_timeout}  that call never returns
+    chips: ... probe: {corrupt: rt.memcpy}     device-to-host copies come back with a flipped bit
+    chips: ... probe: {corrupt: mdl.execute}   the model's output is off
+    chips: ... probe: {device_status: abnormal}   query_device_status reports ABNORMAL
+
+A simulated .om model is a small JSON file with one float32 input and one output = input x factor:
+    {"npumon_simulated_model": "scale", "factor": 2.0, "elements": 16}
+"""
+
+import itertools
+import json
+import os
+import struct
+import time
+from types import SimpleNamespace
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+SIMULATED_ACL_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "acl_runtime")
+ACL_HANG_PIDS_FILE = "acl-hang-pids"  # in the state directory: "<pid> <child pid>" of each hanging call
+
+ACL_SUCCESS = 0
+ACL_ERROR_INVALID_PARAM = 100000
+ACL_ERROR_UNINITIALIZE = 100001
+ACL_ERROR_REPEAT_INITIALIZE = 100002
+ACL_ERROR_INVALID_MODEL_ID = 100011
+ACL_ERROR_PARSE_MODEL = 100013
+ACL_ERROR_READ_MODEL_FAILURE = 100014
+ACL_ERROR_RT_PARAM_INVALID = 107000
+ACL_ERROR_RT_INVALID_DEVICEID = 107001
+ACL_ERROR_RT_CONTEXT_NULL = 107002
+
+MEMCPY_DIRECTIONS = {0: ("host", "host"), 1: ("device", "host"), 2: ("host", "device"), 3: ("device", "device")}
+RT_DEVICE_STATUS = {"normal": 0, "abnormal": 1}
+
+# Calls a scenario may make fail or hang, and the ones whose data it may corrupt.
+FAULT_CALLS = ("rt.set_device", "rt.create_context", "rt.create_stream", "rt.query_device_status",
+               "rt.get_mem_info", "rt.malloc", "rt.malloc_host", "rt.memcpy", "rt.synchronize_stream",
+               "rt.synchronize_stream_with_timeout", "mdl.load_from_file", "mdl.execute", "rt.free",
+               "rt.free_host", "rt.destroy_stream", "rt.destroy_context", "rt.reset_device", "finalize")
+CORRUPTIBLE_CALLS = ("rt.memcpy", "mdl.execute")
+DEFAULT_ACL_RUNTIME = {"installed": True, "init_error_code": 0}
+SIMULATED_MODEL_KEY = "npumon_simulated_model"
+
+
+class _Region:
+    """A block of simulated memory: "device", "host" (malloc_host) or "bytes" (bytes_to_ptr, read-only)."""
+
+    def __init__(self, kind: str, data):
+        self.kind = kind
+        self.data = data
+
+    @property
+    def host_side(self) -> bool:
+        return self.kind in ("host", "bytes")
+
+
+class SimulatedAcl:
+    """One process's simulated ACL runtime. `calls` lists every call made, for tests; `leaks()` what was
+    acquired and never released."""
+
+    def __init__(self, device_count: int, soc_name: str, memory_of: Callable[[int], Tuple[int, int]],
+                 plan_of: Callable[[int], Dict[str, Any]], init_error_code: int = 0,
+                 on_hang: Optional[Callable[[], None]] = None):
+        """`memory_of(device)` -> (free, total) bytes; `plan_of(device)` -> the scenario's probe plan for the
+        device; `on_hang()` is what a hanging call does (default: sleep forever)."""
+        self.calls: List[str] = []
+        self._device_count = device_count
+        self._soc_name = soc_name
+        self._memory_of = memory_of
+        self._plan_of = plan_of
+        self._init_error_code = init_error_code
+        self._on_hang = on_hang or _sleep_forever
+        self._handles = itertools.count(0x7F0000001000, 0x1000)
+        self._initialized = False
+        self._device: Optional[int] = None
+        self._plan: Dict[str, Any] = {}
+        self._contexts: Dict[int, int] = {}  # handle -> device
+        self._streams: Dict[int, int] = {}
+        self._regions: Dict[int, _Region] = {}
+        self._models: Dict[int, Dict[str, Any]] = {}
+        self._descs: Dict[int, Optional[int]] = {}  # desc -> model id once get_desc filled it
+        self._buffers: Dict[int, Tuple[int, int]] = {}  # data buffer -> (pointer, size)
+        self._datasets: Dict[int, List[int]] = {}
+        self.rt = self._namespace("rt_")
+        self.mdl = self._namespace("mdl_")
+        self.util = self._namespace("util_")
+
+    def _namespace(self, prefix: str) -> SimpleNamespace:
+        return SimpleNamespace(**{name[len(prefix):]: self._recorded(prefix[:-1] + "." + name[len(prefix):],
+                                                                     getattr(self, name))
+                                  for name in dir(self) if name.startswith(prefix)})
+
+    def _recorded(self, name: str, function: Callable) -> Callable:
+        def call(*args):
+            self.calls.append(name)
+            return function(*args)
+        return call
+
+    def leaks(self) -> List[str]:
+        held = ["context"] * len(self._contexts) + ["stream"] * len(self._streams)
+        held += [region.kind + " memory" for region in self._regions.values() if region.kind != "bytes"]
+        held += ["model"] * len(self._models) + ["model desc"] * len(self._descs)
+        held += ["data buffer"] * len(self._buffers) + ["dataset"] * len(self._datasets)
+        if self._device is not None:
+            held.append("device {} not reset".format(self._device))
+        if self._initialized:
+            held.append("not finalized")
+        return held
+
+    # -- faults ------------------------------------------------------------------------------------------
+
+    def _fault(self, call: str) -> Optional[int]:
+        """The error code the scenario makes `call` return now (None: behave); hangs if it says so."""
+        if self._plan.get("hang") == call:
+            self._on_hang()
+        if self._plan.get("fail") == call:
+            return self._plan["error_code"]
+        return None
+
+    def _not_ready(self) -> Optional[int]:
+        if not self._initialized:
+            return ACL_ERROR_UNINITIALIZE
+        if self._device is None:
+            return ACL_ERROR_RT_CONTEXT_NULL
+        return None
+
+    # -- acl ---------------------------------------------------------------------------------------------
+
+    def init(self, config_path: Optional[str] = None) -> int:
+        self.calls.append("init")
+        if self._initialized:
+            return ACL_ERROR_REPEAT_INITIALIZE
+        if self._init_error_code:
+            return self._init_error_code
+        self._initialized = True
+        return ACL_SUCCESS
+
+    def finalize(self) -> int:
+        self.calls.append("finalize")
+        fault = self._fault("finalize")
+        if fault:
+            return fault
+        if not self._initialized:
+            return ACL_ERROR_UNINITIALIZE
+        self._initialized = False
+        return ACL_SUCCESS
+
+    def get_soc_name(self) -> Optional[str]:
+        self.calls.append("get_soc_name")
+        return self._soc_name if self._initialized else None
+
+    def create_data_buffer(self, pointer: int, size: int) -> int:
+        self.calls.append("create_data_buffer")
+        handle = next(self._handles)
+        self._buffers[handle] = (pointer, size)
+        return handle
+
+    def destroy_data_buffer(self, buffer: int) -> int:
+        self.calls.append("destroy_data_buffer")
+        if self._buffers.pop(buffer, None) is None:
+            return ACL_ERROR_INVALID_PARAM
+        return ACL_SUCCESS
+
+    # -- acl.rt ------------------------------------------------------------------------------------------
+
+    def rt_get_device_count(self) -> Tuple[int, int]:
+        if not self._initialized:
+            return 0, ACL_ERROR_UNINITIALIZE
+        return self._device_count, ACL_SUCCESS
+
+    def rt_set_device(self, device_id: int) -> int:
+        if not self._initialized:
+            return ACL_ERROR_UNINITIALIZE
+        if not 0 <= device_id < self._device_count:
+            return ACL_ERROR_RT_INVALID_DEVICEID
+        self._plan = self._plan_of(device_id)
+        fault = self._fault("rt.set_device")
+        if fault:
+            return fault
+        self._device = device_id
+        return ACL_SUCCESS
+
+    def rt_reset_device(self, device_id: int) -> int:
+        fault = self._fault("rt.reset_device")
+        if fault:
+            return fault
+        if device_id != self._device:
+            return ACL_ERROR_RT_INVALID_DEVICEID
+        self._device = None
+        return ACL_SUCCESS
+
+    def rt_create_context(self, device_id: int) -> Tuple[int, int]:
+        if not self._initialized:
+            return 0, ACL_ERROR_UNINITIALIZE
+        if device_id != self._device:
+            return 0, ACL_ERROR_RT_INVALID_DEVICEID
+        fault = self._fault("rt.create_context")
+        if fault:
+            return 0, fault
+        handle = next(self._handles)
+        self._contexts[handle] = device_id
+        return handle, ACL_SUCCESS
+
+    def rt_destroy_context(self, context: int) -> int:
+        fault = self._fault("rt.destroy_context")
+        if fault:
+            return fault
+        return ACL_SUCCESS if self._contexts.pop(context, None) is not None else ACL_ERROR_RT_PARAM_INVALID
+
+    def rt_create_stream(self) -> Tuple[int, int]:
+        not_ready = self._not_ready()
+        if not_ready:
+            return 0, not_ready
+        fault = self._fault("rt.create_stream")
+        if fault:
+            return 0, fault
+        handle = next(self._handles)
+        self._streams[handle] = self._device
+        return handle, ACL_SUCCESS
+
+    def rt_destroy_stream(self, stream: int) -> int:
+        fault = self._fault("rt.destroy_stream")
+        if fault:
+            return fault
+        return ACL_SUCCESS if self._streams.pop(stream, None) is not None else ACL_ERROR_RT_PARAM_INVALID
+
+    def rt_query_device_status(self, device_id: int) -> Tuple[int, int]:
+        if not self._initialized:
+            return 0, ACL_ERROR_UNINITIALIZE
+        if not 0 <= device_id < self._device_count:
+            return 0, ACL_ERROR_RT_INVALID_DEVICEID
+        fault = self._fault("rt.query_device_status")
+        if fault:
+            return 0, fault
+        return RT_DEVICE_STATUS[self._plan.get("device_status", "normal")], ACL_SUCCESS
+
+    def rt_get_mem_info(self, attribute: int) -> Tuple[int, int, int]:
+        not_ready = self._not_ready()
+        if not_ready:
+            return 0, 0, not_ready
+        if not 0 <= attribute <= 9:
+            return 0, 0, ACL_ERROR_RT_PARAM_INVALID
+        fault = self._fault("rt.get_mem_info")
+        if fault:
+            return 0, 0, fault
+        free, total = self._memory_of(self._device)
+        return free, total, ACL_SUCCESS
+
+    def rt_malloc(self, size: int, policy: int) -> Tuple[int, int]:
+        return self._allocate("device", "rt.malloc", size, policy in (0, 1, 2))
+
+    def rt_malloc_host(self, size: int) -> Tuple[int, int]:
+        return self._allocate("host", "rt.malloc_host", size, True)
+
+    def _allocate(self, kind: str, call: str, size: int, valid: bool) -> Tuple[int, int]:
+        not_ready = self._not_ready()
+        if not_ready:
+            return 0, not_ready
+        if not valid or not isinstance(size, int) or size <= 0:
+            return 0, ACL_ERROR_RT_PARAM_INVALID
+        fault = self._fault(call)
+        if fault:
+            return 0, fault
+        pointer = next(self._handles)
+        self._regions[pointer] = _Region(kind, bytearray(size))
+        return pointer, ACL_SUCCESS
+
+    def rt_free(self, pointer: int) -> int:
+        return self._release("device", "rt.free", pointer)
+
+    def rt_free_host(self, pointer: int) -> int:
+        return self._release("host", "rt.free_host", pointer)
+
+    def _release(self, kind: str, call: str, pointer: int) -> int:
+        fault = self._fault(call)
+        if fault:
+            return fault
+        region = self._regions.get(pointer)
+        if region is None or region.kind != kind:
+            return ACL_ERROR_RT_PARAM_INVALID
+        del self._regions[pointer]
+        return ACL_SUCCESS
+
+    def rt_memcpy(self, destination: int, destination_max: int, source: int, count: int, kind: int) -> int:
+        not_ready = self._not_ready()
+        if not_ready:
+            return not_ready
+        target, origin = self._regions.get(destination), self._regions.get(source)
+        if target is None or origin is None or kind not in MEMCPY_DIRECTIONS:
+            return ACL_ERROR_RT_PARAM_INVALID
+        to_side, from_side = MEMCPY_DIRECTIONS[kind]
+        if (to_side == "host") != target.host_side or (from_side == "host") != origin.host_side \
+                or target.kind == "bytes":
+            return ACL_ERROR_RT_PARAM_INVALID  # the pointers do not fit the direction, or the target is read-only
+        if count > destination_max or destination_max > len(target.data) or count > len(origin.data):
+            return ACL_ERROR_RT_PARAM_INVALID
+        fault = self._fault("rt.memcpy")
+        if fault:
+            return fault
+        data = bytearray(origin.data[:count])
+        if kind == 2 and self._plan.get("corrupt") == "rt.memcpy" and data:
+            data[len(data) // 2] ^= 0x10
+        target.data[:count] = data
+        return ACL_SUCCESS
+
+    def rt_synchronize_stream(self, stream: int) -> int:
+        return self._synchronize("rt.synchronize_stream", stream)
+
+    def rt_synchronize_stream_with_timeout(self, stream: int, timeout_ms: int) -> int:
+        if not isinstance(timeout_ms, int) or timeout_ms < -1 or timeout_ms == 0:
+            return ACL_ERROR_RT_PARAM_INVALID
+        return self._synchronize("rt.synchronize_stream_with_timeout", stream)
+
+    def _synchronize(self, call: str, stream: int) -> int:
+        not_ready = self._not_ready()
+        if not_ready:
+            return not_ready
+        if stream not in self._streams:
+            return ACL_ERROR_RT_PARAM_INVALID
+        return self._fault(call) or ACL_SUCCESS
+
+    # -- acl.util ----------------------------------------------------------------------------------------
+
+    def util_bytes_to_ptr(self, data: bytes) -> int:
+        if not isinstance(data, (bytes, bytearray)):
+            raise TypeError("bytes_to_ptr takes bytes, got {}".format(type(data).__name__))
+        pointer = next(self._handles)
+        self._regions[pointer] = _Region("bytes", data)
+        return pointer
+
+    def util_ptr_to_bytes(self, pointer: int, size: int) -> bytes:
+        region = self._regions.get(pointer)
+        if region is None or not region.host_side or size > len(region.data):
+            raise ValueError("ptr_to_bytes: {:#x} is not a host buffer of {} bytes".format(pointer, size))
+        return bytes(region.data[:size])
+
+    # -- acl.mdl -----------------------------------------------------------------------------------------
+
+    def mdl_load_from_file(self, path: str) -> Tuple[int, int]:
+        not_ready = self._not_ready()
+        if not_ready:
+            return 0, not_ready
+        fault = self._fault("mdl.load_from_file")
+        if fault:
+            return 0, fault
+        try:
+            with open(path, encoding="utf-8") as handle:
+                text = handle.read()
+        except (OSError, UnicodeDecodeError):
+            return 0, ACL_ERROR_READ_MODEL_FAILURE
+        spec = _simulated_model(text)
+        if spec is None:
+            return 0, ACL_ERROR_PARSE_MODEL
+        model_id = len(self._models) + 1
+        self._models[model_id] = spec
+        return model_id, ACL_SUCCESS
+
+    def mdl_unload(self, model_id: int) -> int:
+        return ACL_SUCCESS if self._models.pop(model_id, None) is not None else ACL_ERROR_INVALID_MODEL_ID
+
+    def mdl_create_desc(self) -> int:
+        handle = next(self._handles)
+        self._descs[handle] = None
+        return handle
+
+    def mdl_get_desc(self, desc: int, model_id: int) -> int:
+        if desc not in self._descs:
+            return ACL_ERROR_INVALID_PARAM
+        if model_id not in self._models:
+            return ACL_ERROR_INVALID_MODEL_ID
+        self._descs[desc] = model_id
+        return ACL_SUCCESS
+
+    def mdl_destroy_desc(self, desc: int) -> int:
+        return ACL_SUCCESS if self._descs.pop(desc, -1) != -1 else ACL_ERROR_INVALID_PARAM
+
+    def mdl_get_num_inputs(self, desc: int) -> int:
+        return 1 if self._descs.get(desc) is not None else 0
+
+    def mdl_get_num_outputs(self, desc: int) -> int:
+        return 1 if self._descs.get(desc) is not None else 0
+
+    def mdl_get_input_size_by_index(self, desc: int, index: int) -> int:
+        return self._io_size(desc, index)
+
+    def mdl_get_output_size_by_index(self, desc: int, index: int) -> int:
+        return self._io_size(desc, index)
+
+    def _io_size(self, desc: int, index: int) -> int:
+        model_id = self._descs.get(desc)
+        if model_id is None or index != 0:
+            return 0
+        return 4 * self._models[model_id]["elements"]
+
+    def mdl_create_dataset(self) -> int:
+        handle = next(self._handles)
+        self._datasets[handle] = []
+        return handle
+
+    def mdl_add_dataset_buffer(self, dataset: int, buffer: int) -> Tuple[int, int]:
+        if dataset not in self._datasets or buffer not in self._buffers:
+            return dataset, ACL_ERROR_INVALID_PARAM
+        self._datasets[dataset].append(buffer)
+        return dataset, ACL_SUCCESS
+
+    def mdl_get_dataset_num_buffers(self, dataset: int) -> int:
+        return len(self._datasets.get(dataset, []))
+
+    def mdl_get_dataset_buffer(self, dataset: int, index: int) -> int:
+        return self._datasets[dataset][index]
+
+    def mdl_destroy_dataset(self, dataset: int) -> int:
+        return ACL_SUCCESS if self._datasets.pop(dataset, None) is not None else ACL_ERROR_INVALID_PARAM
+
+    def mdl_execute(self, model_id: int, inputs: int, outputs: int) -> int:
+        not_ready = self._not_ready()
+        if not_ready:
+            return not_ready
+        spec = self._models.get(model_id)
+        if spec is None:
+            return ACL_ERROR_INVALID_MODEL_ID
+        regions = [self._dataset_region(dataset) for dataset in (inputs, outputs)]
+        size = 4 * spec["elements"]
+        if any(region is None or region.kind != "device" or len(region.data) < size for region in regions):
+            return ACL_ERROR_INVALID_PARAM
+        fault = self._fault("mdl.execute")
+        if fault:
+            return fault
+        source, target = regions
+        values = [value * spec["factor"] for value in struct.unpack("<{}f".format(spec["elements"]), source.data[:size])]
+        if self._plan.get("corrupt") == "mdl.execute":
+            values[len(values) // 2] += 1.0
+        target.data[:size] = struct.pack("<{}f".format(spec["elements"]), *values)
+        return ACL_SUCCESS
+
+    def _dataset_region(self, dataset: int) -> Optional[_Region]:
+        buffers = self._datasets.get(dataset)
+        if not buffers:
+            return None
+        pointer, _ = self._buffers.get(buffers[0], (None, 0))
+        return self._regions.get(pointer)
+
+
+def _simulated_model(text: str) -> Optional[Dict[str, Any]]:
+    try:
+        spec = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(spec, dict) or spec.get(SIMULATED_MODEL_KEY) != "scale":
+        return None
+    elements, factor = spec.get("elements"), spec.get("factor", 1.0)
+    if not isinstance(elements, int) or elements < 1 or not isinstance(factor, (int, float)):
+        return None
+    return {"elements": elements, "factor": float(factor)}
+
+
+def _sleep_forever() -> None:
+    while True:
+        time.sleep(3600)
+
+
+# -- the `acl` module of a probe child -----------------------------------------------------------------
+
+
+def load_for_probe_child() -> SimulatedAcl:
+    """The runtime for the probe child that imports the simulated `acl`: the simulation's state directory
+    comes from the environment, as it does for the simulated npu-smi. Raises ImportError, as a real import
+    would, when the simulation is missing or the scenario has no runtime installed."""
+    from .products import get_product
+    from .state import STATE_ENV, SimStateError, read_state, scenario_time
+    from .values import chip_values_at, probe_plan_at
+
+    state_dir = os.environ.get(STATE_ENV)
+    try:
+        state = read_state(state_dir)
+    except SimStateError as exc:
+        raise ImportError("simulated pyACL: {}".format(exc)) from None
+    scenario = state["scenario"]
+    runtime = scenario.get("acl_runtime", DEFAULT_ACL_RUNTIME)
+    if not runtime["installed"]:
+        raise ImportError("libascendcl.so: cannot open shared object file: No such file or directory "
+                          "(simulated: the scenario sets acl_runtime.installed to false)")
+    product = get_product(state["product"])
+    slots = {slot.device_id: slot for slot in product.slots()}
+    chips_spec = scenario["chips"]
+    t = scenario_time(state, time.time())
+
+    def memory_of(device: int) -> Tuple[int, int]:
+        slot = slots[device]
+        used_mb = chip_values_at(chips_spec, device, t, slot.memory_total_mb, product.aicore_rated_mhz).memory_used_mb
+        return (slot.memory_total_mb - used_mb) * 1048576, slot.memory_total_mb * 1048576
+
+    return SimulatedAcl(len(slots), product.mapping_name.replace(" ", ""), memory_of,
+                        lambda device: probe_plan_at(chips_spec, device), runtime["init_error_code"],
+                        on_hang=lambda: _hang(state_dir))
+
+
+def _hang(state_dir: str) -> None:
+    """Never return. A child sleeps too, so that only killing the whole process group leaves nothing behind."""
+    child = os.fork()
+    if child == 0:
+        _sleep_forever()
+    with open(os.path.join(state_dir, ACL_HANG_PIDS_FILE), "a", encoding="utf-8") as handle:
+        handle.write("{} {}\n".format(os.getpid(), child))
+    _sleep_forever()

@@ -1,0 +1,290 @@
+"""ProbeSource: which chips are probed when, logical ids, first runs and baselines, and what the Snapshot and
+the source's status say. The child and npu-smi are replaced by functions; the clock is the test's."""
+
+import json
+import random
+import threading
+import time
+
+from npumon.collect import Target
+from npumon.config import Config
+from npumon.model import ChipSample, HostSample, Snapshot
+from npumon.probe.config import ProbeConfig
+from npumon.probe.source import ProbeSource, build_probe_sources
+from npumon.rules.engine import RuleEngine
+from npumon.rules.loader import load_rules
+from npumon.sources.runner import CommandResult
+
+T0 = 1_700_000_000.0
+MAPPING = """\
+\tNPU ID     Chip ID    Chip Logic ID    Chip Name
+\t0          0          0                Ascend 910B3
+\t0          1          -                Mcu
+\t1          0          1                Ascend 910B3
+\t1          1          -                Mcu
+"""
+
+
+class Clock:
+    def __init__(self):
+        self.now = T0
+
+    def __call__(self):
+        return self.now
+
+
+class FakeChild:
+    """Answers like the probe child; `states` maps a logical id to the state it reports."""
+
+    def __init__(self, states=None, seconds=0.1, sleep=0.0):
+        self.states = states or {}
+        self.seconds = seconds
+        self.sleep = sleep
+        self.calls = []
+        self.running = 0
+        self.most_running = 0
+        self._lock = threading.Lock()
+
+    def __call__(self, args, timeout):
+        device = int(args[args.index("--device") + 1])
+        with self._lock:
+            self.calls.append(device)
+            self.running += 1
+            self.most_running = max(self.most_running, self.running)
+        time.sleep(self.sleep)
+        with self._lock:
+            self.running -= 1
+        state = self.states.get(device, "ok")
+        report = {"schema": "npumon.probe/v1", "kind": "acl", "device": device, "state": state,
+                  "stages": {"init": self.seconds / 2, "memcpy": self.seconds / 2},
+                  "failed_stage": "memcpy" if state == "failed" else None,
+                  "error_code": 507053 if state == "failed" else None,
+                  "reason": "acl_error" if state == "failed" else None,
+                  "message": {"failed": "acl.rt.memcpy returned 507053", "unavailable": "No module named 'acl'"}.get(state)}
+        return CommandResult(["child"] + list(args), 0, json.dumps(report) + "\n", "", self.sleep)
+
+
+class FakeNpuSmi:
+    def __init__(self, text=MAPPING, fail=False):
+        self.text, self.fail, self.calls = text, fail, 0
+
+    def __call__(self, args, timeout):
+        assert list(args) == ["info", "-m"]
+        self.calls += 1
+        if self.fail:
+            return CommandResult(["npu-smi", "info", "-m"], None, "", "", 10.0, timed_out=True)
+        return CommandResult(["npu-smi", "info", "-m"], 0, self.text, "", 0.1)
+
+
+def make_source(child=None, npu_smi=None, **settings):
+    config = Config(probe=ProbeConfig(**settings))
+    clock = Clock()
+    source = ProbeSource(config, Target(["npu-smi"], None, "/"), clock=clock, rng=random.Random(7),
+                         run_child=child or FakeChild(), run_npu_smi=npu_smi or FakeNpuSmi())
+    return source, clock
+
+
+def chips(count=2, aicore=0.5, with_ids=False):
+    return [ChipSample(npu=index, chip=0, aicore_ratio=aicore, device_id=index if with_ids else None)
+            for index in range(count)]
+
+
+def probes(source, chip_list, now):
+    snapshot = Snapshot(time=now, host=HostSample(), chips=chip_list, sources={})
+    source.apply(snapshot, now, 120.0)
+    return [chip.probe for chip in snapshot.chips]
+
+
+def test_every_chip_at_the_first_poll_then_each_after_its_interval_plus_jitter():
+    child = FakeChild()
+    source, clock = make_source(child, interval_seconds=300, jitter_seconds=30)
+    assert source.interval() == 15.0  # the tier wakes up often and starts what is due
+    source.poll(chips(2))
+    assert sorted(child.calls) == [0, 1]
+    clock.now += 299
+    source.poll(chips(2))
+    assert len(child.calls) == 2
+    clock.now += 32
+    source.poll(chips(2))
+    assert sorted(child.calls) == [0, 0, 1, 1]
+
+
+def test_jitter_spreads_the_chips_apart():
+    child = FakeChild()
+    source, clock = make_source(child, interval_seconds=60, jitter_seconds=30)
+    fleet = chips(8, with_ids=True)
+    source.poll(fleet)
+    first_due = []
+    for second in range(1, 91):
+        clock.now = T0 + second
+        before = len(child.calls)
+        source.poll(fleet)
+        first_due += [second] * (len(child.calls) - before)
+    assert len(first_due) == 8 and all(60 <= second <= 90 for second in first_due)
+    assert len(set(first_due)) > 3  # not all at once
+
+
+def test_a_busy_chip_is_skipped_and_probed_once_it_is_quieter():
+    child = FakeChild()
+    source, clock = make_source(child, skip_busy_above_ratio=0.8)
+    busy = chips(1, aicore=0.95)
+    source.poll(busy)
+    assert child.calls == []
+    (probe,) = probes(source, busy, clock.now)
+    assert probe.state == "skipped" and probe.detail == "busy: AI Core 95% is above probe.skip_busy_above_ratio 80%"
+    clock.now += 15
+    source.poll(chips(1, aicore=0.3))
+    assert child.calls == [0]
+    assert probes(source, busy, clock.now)[0].state == "ok"
+
+
+def test_busy_chips_are_probed_when_told_so():
+    child = FakeChild()
+    source, _ = make_source(child, skip_busy_above_ratio=None)
+    source.poll(chips(1, aicore=1.0))
+    assert child.calls == [0]
+
+
+def test_logical_ids_come_from_the_table_or_else_once_from_npu_smi_info_m():
+    child, npu_smi = FakeChild(), FakeNpuSmi(MAPPING.replace("1                Ascend", "5                Ascend"))
+    source, clock = make_source(child, npu_smi)
+    source.poll(chips(2))
+    assert sorted(child.calls) == [0, 5] and npu_smi.calls == 1
+    clock.now += 400
+    source.poll(chips(2))
+    assert npu_smi.calls == 1  # read once, kept
+    table_ids = [ChipSample(npu=0, chip=0, device_id=3)]
+    clock.now += 400
+    source.poll(table_ids)
+    assert child.calls[-1] == 3 and npu_smi.calls == 1
+    assert [p.device_id for p in probes(source, table_ids, clock.now)] == [3]
+
+
+def test_without_a_logical_id_the_chip_is_skipped_and_the_source_says_why():
+    child, npu_smi = FakeChild(), FakeNpuSmi(fail=True)
+    source, clock = make_source(child, npu_smi)
+    source.poll(chips(2))
+    assert child.calls == [] and npu_smi.calls == 1  # one read per round, not one per chip
+    status = source.status(clock.now, 120.0)
+    assert not status.ok and "logical device id unknown: npu-smi info -m timed out" in status.error
+    assert probes(source, chips(2), clock.now)[0].state == "skipped"
+
+
+def test_first_run_then_warm_runs_build_the_baseline_and_the_slow_rule_fires():
+    child = FakeChild(seconds=0.2)
+    source, clock = make_source(child, interval_seconds=60, jitter_seconds=0)
+    chip = chips(1)
+    seen = []
+    for _ in range(5):
+        source.poll(chip)
+        seen.append(probes(source, chip, clock.now)[0])
+        clock.now += 60
+    assert [p.first_run for p in seen] == [True, False, False, False, False]
+    assert [p.baseline_seconds for p in seen] == [None, None, None, None, 0.2]  # after three warm runs
+    child.seconds = 1.5
+    source.poll(chip)
+    slow = chips(1)
+    snapshot = Snapshot(time=clock.now, host=HostSample(), chips=slow, sources={})
+    source.apply(snapshot, clock.now, 120.0)
+    rules, params = load_rules()
+    findings = RuleEngine(rules, params).evaluate(snapshot, snapshot.time)
+    assert [f.rule for f in findings] == ["probe-slow"]
+    assert findings[0].summary == "liveness probe took 1.50 s, over 3 times its usual 0.20 s"
+
+
+def test_a_failed_probe_is_critical_and_clears_when_the_next_passes():
+    child = FakeChild({0: "failed"})
+    source, clock = make_source(child, interval_seconds=60, jitter_seconds=0)
+    rules, params = load_rules()
+    engine = RuleEngine(rules, params)
+
+    def judge():
+        snapshot = Snapshot(time=clock.now, host=HostSample(), chips=chips(1), sources={})
+        source.apply(snapshot, clock.now, 120.0)
+        return engine.evaluate(snapshot, snapshot.time)
+
+    source.poll(chips(1))
+    (finding,) = judge()
+    assert (finding.rule, finding.severity, finding.subject) == ("probe-failed", "critical", "npu0/chip0")
+    assert "507053 (ACL_ERROR_RT_DEVICE_MEM_ERROR" in finding.summary
+    child.states = {}
+    clock.now += 60
+    source.poll(chips(1))
+    assert judge() == []
+
+
+def test_unavailable_runtime_stops_the_round_and_is_not_a_failure():
+    child = FakeChild({0: "unavailable", 1: "unavailable", 2: "unavailable"})
+    source, clock = make_source(child, max_concurrent=1)
+    fleet = chips(3, with_ids=True)
+    source.poll(fleet)
+    assert child.calls == [0]  # the runtime is missing for every chip alike
+    assert [p.state for p in probes(source, fleet, clock.now)] == ["unavailable"] * 3
+    status = source.status(clock.now, 120.0)
+    assert (status.ok, status.unsupported, status.error) == (False, True, "unavailable: No module named 'acl'")
+    clock.now += 15
+    source.poll(fleet)  # nothing due: the status stays what the last round found
+    assert source.status(clock.now, 120.0).unsupported
+
+
+def test_a_probe_that_cannot_start_is_a_source_problem_not_a_chip_failure():
+    def broken(args, timeout):
+        return CommandResult(["/opt/py37/bin/python"], None, "", "", 0.0, error="cannot run /opt/py37/bin/python")
+
+    source, clock = make_source(broken)
+    fleet = chips(1, with_ids=True)
+    source.poll(fleet)
+    status = source.status(clock.now, 120.0)
+    assert not status.ok and status.error == "npu0/chip0: the probe did not run: cannot run /opt/py37/bin/python"
+    assert probes(source, fleet, clock.now)[0].state == "skipped"
+
+
+def test_concurrency_is_bounded_and_the_round_deadline_holds():
+    child = FakeChild(sleep=0.3)
+    source, _ = make_source(child, max_concurrent=2, timeout_seconds=0.5, round_timeout_seconds=1.0)
+    fleet = chips(6, with_ids=True)
+    started = time.monotonic()
+    source.poll(fleet)
+    assert time.monotonic() - started < 1.5
+    assert child.most_running == 2
+    assert len(child.calls) == 4  # two waves of two; a third would end after the round's deadline
+    states = [p.state for p in probes(source, fleet, T0)]
+    assert states.count("ok") == 4 and states.count("skipped") == 2
+
+
+def test_results_go_stale_after_two_intervals():
+    source, clock = make_source(FakeChild(), interval_seconds=60, jitter_seconds=0, round_timeout_seconds=60)
+    fleet = chips(1, with_ids=True)
+    source.poll(fleet)
+    assert source.fresh_seconds == 180
+    assert probes(source, chips(1, with_ids=True), clock.now + 180)[0].state == "ok"
+    assert probes(source, chips(1, with_ids=True), clock.now + 181) == [None]
+    status = source.status(clock.now + 181, 120.0)
+    assert not status.ok and status.error.startswith("stale")
+
+
+def test_build_probe_sources_follows_enabled():
+    target = Target(["npu-smi"], None, "/")
+    assert build_probe_sources(Config(probe=ProbeConfig(enabled=False)), target) == []
+    (source,) = build_probe_sources(Config(), target)
+    assert source.name == "probe" and source.settings.kind == "acl"
+
+
+def test_simulated_targets_use_the_simulated_runtime_and_no_model():
+    from npumon.probe.config import ProbeModelConfig
+
+    config = Config(probe=ProbeConfig(kind="torch", model=ProbeModelConfig(path="/x.om")))
+    source = ProbeSource(config, Target(["npu-smi"], {"NPUMON_SIM_STATE": "/tmp/x"}, "/", simulated=True))
+    assert (source.settings.kind, source.settings.model) == ("acl", None)
+
+
+def test_an_npu_smi_without_info_m_makes_the_probe_unavailable_not_down():
+    child, npu_smi = FakeChild(), FakeNpuSmi("Command or option is not found.\n")
+    source, clock = make_source(child, npu_smi)
+    source.poll(chips(2))
+    assert child.calls == [] and npu_smi.calls == 1
+    assert [p.state for p in probes(source, chips(2), clock.now)] == ["unavailable", "unavailable"]
+    status = source.status(clock.now, 120.0)
+    assert (status.ok, status.unsupported) == (False, True)
+    assert status.error == ("unavailable: logical device id unknown: this npu-smi has no info -m "
+                            "(Command or option is not found.)")
