@@ -1,0 +1,119 @@
+"""`npumon fleet-sim`: the generated configs, argument errors, and a start and stop of the real command."""
+
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import psutil
+import requests
+import yaml
+
+from npumon.config import parse_config
+from npumon.fleetsim import (DEFAULT_FLEET, SHIPPED_SCRAPE_CONFIG, SimHost, file_sd_groups, host_address, host_config,
+                             prometheus_config)
+
+
+def test_every_host_gets_its_own_loopback_address_and_port():
+    addresses = [host_address(i, 19100) for i in range(len(DEFAULT_FLEET))]
+    assert addresses[0] == "127.0.0.2:19101"
+    assert len({a.split(":")[0] for a in addresses}) == len({a.split(":")[1] for a in addresses}) == len(addresses)
+
+
+def test_file_sd_labels_name_the_hosts():
+    groups = file_sd_groups(DEFAULT_FLEET, 19100)
+    assert groups[1] == {"targets": ["127.0.0.3:19102"],
+                         "labels": {"host": "sim-a3-overheat", "scenario": "overheat", "product": "atlas-a3"}}
+    assert len({group["labels"]["host"] for group in groups}) == len(DEFAULT_FLEET)
+
+
+def test_host_configs_are_valid_npumon_configs(tmp_path):
+    for host in DEFAULT_FLEET:
+        text = yaml.safe_dump(host_config(host, str(tmp_path / host.name), {"table_seconds": 5}))
+        config = parse_config(text, host.name + ".yaml")
+        assert config.exporter.npu_exporter_compat and config.poll.table_seconds == 5
+    control = next(host for host in DEFAULT_FLEET if host.name == "sim-200i-control")
+    config = parse_config(yaml.safe_dump(host_config(control, str(tmp_path), {})))
+    assert config.control.enabled and config.control.dry_run
+
+
+def test_host_config_merges_nested_extras():
+    host = SimHost("x", "healthy", "atlas-800i-a2", config={"exporter": {"listen": "127.0.0.1:1"}})
+    config = host_config(host, "/state", {"table_seconds": 5})
+    assert config["exporter"] == {"npu_exporter_compat": True, "listen": "127.0.0.1:1"}
+
+
+def test_prometheus_config_uses_the_shipped_job(tmp_path):
+    config = prometheus_config("/t/targets.json", ["/r.yml"], "2s", "3s")
+    (job,) = config["scrape_configs"]
+    assert job["job_name"] == "npumon" and job["file_sd_configs"] == [{"files": ["/t/targets.json"],
+                                                                         "refresh_interval": "5s"}]
+    assert config["global"] == {"scrape_interval": "2s", "evaluation_interval": "3s"} and config["rule_files"] == ["/r.yml"]
+    if os.path.exists(SHIPPED_SCRAPE_CONFIG):
+        with open(SHIPPED_SCRAPE_CONFIG, encoding="utf-8") as handle:
+            shipped = next(j for j in yaml.safe_load(handle)["scrape_configs"] if j["job_name"] == "npumon")
+        assert job["relabel_configs"] == shipped.get("relabel_configs")
+    plain = prometheus_config("/t/targets.json", [], "2s", "2s", shipped_config=str(tmp_path / "none.yml"))
+    assert plain["scrape_configs"][0]["job_name"] == "npumon" and "relabel_configs" not in plain["scrape_configs"][0]
+
+
+def run(*args, timeout=60):
+    return subprocess.run([sys.executable, "-m", "npumon.cli", "fleet-sim"] + list(args), capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def test_argument_errors_are_one_line(tmp_path):
+    for args, message in ((["--base-port", "80"], "--base-port"),
+                          (["--prometheus", str(tmp_path / "nope")], "--prometheus: not an executable file"),
+                          (["--no-prometheus", "--rules", str(tmp_path / "nope.yml")], "--rules: no such file")):
+        result = run(*args)
+        assert result.returncode == 2 and message in result.stderr and result.stderr.count("\n") == 1, result.stderr
+
+
+def _free_base_port():
+    for _ in range(50):
+        base = random.randrange(40000, 60000, 10)
+        try:
+            for index in range(len(DEFAULT_FLEET)):
+                address, port = host_address(index, base).split(":")
+                with socket.socket() as probe:
+                    probe.bind((address, int(port)))
+            return base
+        except OSError:
+            continue
+    raise AssertionError("no free ports")
+
+
+def test_the_command_starts_the_hosts_and_stops_everything_on_sigterm(tmp_path):
+    base = _free_base_port()
+    process = subprocess.Popen([sys.executable, "-m", "npumon.cli", "fleet-sim", "--no-prometheus", "--dir",
+                                str(tmp_path), "--base-port", str(base)], stdout=subprocess.PIPE, text=True,
+                               start_new_session=True)
+    try:
+        banner = [process.stdout.readline() for _ in range(len(DEFAULT_FLEET) + 1)]
+        assert banner[0].startswith("simulated fleet in " + str(tmp_path))
+        url = "http://{}/metrics".format(host_address(0, base))
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                text = requests.get(url, timeout=2).text
+                if "npumon_chip_temperature_celsius" in text:
+                    break
+            except requests.RequestException:
+                pass
+            assert time.monotonic() < deadline, "the first simulated host never served chip metrics"
+            time.sleep(0.5)
+        with open(tmp_path / "sim-a2-healthy" / "npumon.yaml", encoding="utf-8") as handle:
+            assert yaml.safe_load(handle)["exporter"]["npu_exporter_compat"] is True
+    finally:
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(30) == 0
+        process.stdout.close()
+    # Nothing is left running: no process of the fleet (hosts, npu-smi-sim children) names its directory.
+    time.sleep(0.5)
+    leftovers = [p.info["cmdline"] for p in psutil.process_iter(["cmdline"])
+                 if any(str(tmp_path) in part for part in p.info["cmdline"] or [])]
+    assert leftovers == []
