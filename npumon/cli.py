@@ -17,6 +17,11 @@ from typing import Iterator, List, Optional, Sequence
 from . import __version__
 from .collect import Collector, NpuSmiMissing, Target, find_npu_smi
 from .config import Config, ConfigError, load_config
+from .control.cli import add_control_commands
+from .events_cli import add_event_commands
+from .fleet import add_fleet_command
+from .fleetsim import add_fleet_sim_command
+from .notify.cli import add_notify_commands
 from .report import EXIT_CODES, SCHEMA, nagios_line, render_table, rfc3339, status_document
 
 USAGE_ERROR = 2
@@ -52,16 +57,27 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--json", action="store_true", help="print the npumon.check/v1 JSON document")
     check.add_argument("--textfile", metavar="DIR",
                        help="also write the metrics to DIR/npumon.prom for node_exporter's textfile collector")
+    check.add_argument("--no-probe", action="store_true",
+                       help="skip the liveness probe (by default every chip is probed once)")
     check.set_defaults(func=cmd_check)
 
     run = commands.add_parser("run", help="the daemon: poll, judge, serve /metrics /status /healthz",
                               description="Run the monitoring daemon in the foreground (systemd Type=notify).")
     _add_common(run)
     run.add_argument("--listen", metavar="ADDR:PORT", help="HTTP listen address (default: the config's, 0.0.0.0:9842)")
+    run.add_argument("--sim-state", metavar="DIR",
+                     help="with --simulate: keep the simulation's state in DIR (created or reset, kept at exit), "
+                          "so that npumon.sim.set_scenario(DIR, SCENARIO) can switch its scenario while it runs")
     run.set_defaults(func=cmd_run)
 
     scenarios = commands.add_parser("scenarios", help="list the simulator's scenarios and products")
     scenarios.set_defaults(func=cmd_scenarios)
+
+    add_event_commands(commands)  # `events` and `ack`
+    add_notify_commands(commands)  # `notify test`
+    add_control_commands(commands, _add_common)  # `control status|fan|power`
+    add_fleet_command(commands)  # `fleet`: the fleet from Prometheus
+    add_fleet_sim_command(commands)  # `fleet-sim`: simulated hosts and a Prometheus on this machine
     return parser
 
 
@@ -76,10 +92,20 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
 
 
 def setup_logging(level: str) -> None:
-    # journald stamps every line itself; people running it by hand want the time.
-    stamp = "" if os.environ.get("JOURNAL_STREAM") else "%(asctime)s "
-    logging.basicConfig(stream=sys.stderr, level=getattr(logging, level.upper()), force=True,
-                        format=stamp + "%(levelname)s %(name)s: %(message)s")
+    from .sdnotify import JournalFormatter, stderr_is_journal
+
+    handler = logging.StreamHandler(sys.stderr)
+    if stderr_is_journal():  # journald stamps every line itself and reads the <priority> prefix
+        handler.setFormatter(JournalFormatter("%(levelname)s %(name)s: %(message)s"))
+    else:  # people running it by hand want the time
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(handlers=[handler], force=True)
+    set_log_level(level)
+
+
+def set_log_level(level: str) -> None:
+    """Also used when a reloaded config changes log_level."""
+    logging.getLogger().setLevel(getattr(logging, level.upper()))
     # APScheduler logs every job run at INFO: that is noise in a journal, its warnings still show.
     logging.getLogger("apscheduler").setLevel(max(logging.WARNING, logging.getLogger().level))
 
@@ -93,15 +119,23 @@ def open_target(args: argparse.Namespace, config: Config, require_npu_smi: bool 
         return
     from .sim import ScenarioError, prepare_simulation
 
-    state_dir = tempfile.mkdtemp(prefix="npumon-sim-")
+    kept_state_dir = getattr(args, "sim_state", None)  # `run --sim-state DIR`: the caller owns DIR
+    state_dir = kept_state_dir or tempfile.mkdtemp(prefix="npumon-sim-")
     try:
         try:
             sim = prepare_simulation(state_dir, args.simulate, product=args.sim_product)
         except ScenarioError as exc:
             raise UserError(str(exc)) from None
-        yield Target(sim.npu_smi_argv, sim.env, sim.root, simulated=True)
+        except OSError as exc:  # an unusable --sim-state directory
+            raise UserError("simulation state {}: {}".format(state_dir, exc.strerror or exc)) from None
+        from .sim.queue_server import QueueServer
+
+        # The simulated inference server's metrics endpoint, read by the serving source over real HTTP.
+        with QueueServer(state_dir) as queue:
+            yield Target(sim.npu_smi_argv, sim.env, sim.root, simulated=True, serving_url=queue.url)
     finally:
-        shutil.rmtree(state_dir, ignore_errors=True)
+        if not kept_state_dir:
+            shutil.rmtree(state_dir, ignore_errors=True)
 
 
 def load_rule_engine(config: Config, one_shot: bool):
@@ -121,7 +155,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         setup_logging(args.log_level or ("warning" if config.log_level == "info" else config.log_level))
         engine, params = load_rule_engine(config, one_shot=True)
         with open_target(args, config) as target:
-            snapshot = Collector(config, target).collect_once()
+            snapshot = Collector(config, target, skip=("probe",) if args.no_probe else ()).collect_once()
     except (ConfigError, UserError, NpuSmiMissing) as exc:
         return _check_unknown(args, str(exc))
     findings = engine.evaluate(snapshot, now=snapshot.time)
@@ -160,7 +194,8 @@ def _check_unknown(args: argparse.Namespace, message: str) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from .config import parse_listen
-    from .daemon import Daemon
+    from .daemon import Daemon, StartupError
+    from .rules.loader import RuleError
 
     def reload_config() -> Config:
         return load_config(args.config)
@@ -173,16 +208,19 @@ def cmd_run(args: argparse.Namespace) -> int:
                 parse_listen(args.listen)
             except ValueError as exc:
                 raise UserError("--listen: {}".format(exc)) from None
+        if args.sim_state and args.simulate is None:
+            raise UserError("--sim-state needs --simulate")
         with open_target(args, config, require_npu_smi=False) as target:
-            try:
-                daemon = Daemon(config, target, listen=args.listen)
-            except OSError as exc:
-                raise UserError("cannot listen on {}: {}".format(
-                    args.listen or config.exporter.listen, exc.strerror or exc)) from None
-            daemon.serve_forever(reload_config)
-    except (ConfigError, UserError, NpuSmiMissing) as exc:
+            daemon = Daemon(config, target, listen=args.listen, log_level=args.log_level)
+            still_running = daemon.serve_forever(reload_config)
+    except (ConfigError, UserError, NpuSmiMissing, StartupError, RuleError) as exc:
         print("npumon: " + str(exc), file=sys.stderr)
         return USAGE_ERROR
+    if still_running:
+        # A job that ignores its deadline must not keep the process alive past the promised stop time
+        # (the interpreter would wait for its thread); everything else is already closed.
+        logging.shutdown()
+        os._exit(0)
     return 0
 
 

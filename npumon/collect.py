@@ -14,10 +14,13 @@ from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Protocol, Sequence
 
 from .config import Config
+from .control.ambient import ambient_sources
 from .model import ChipSample, HostSample, Snapshot, SourceStatus
+from .probe.source import build_probe_sources
 from .sources.host import HostCollector
 from .sources.npusmi import QUERY_TYPES, NpuSmiSource
 from .sources.runner import CommandRunner
+from .sources.serving import build_serving_sources
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +35,7 @@ class Target:
     env: Optional[Dict[str, str]]
     root: str
     simulated: bool = False
+    serving_url: Optional[str] = None  # a simulated host's queue endpoint (turns the serving source on)
 
     @classmethod
     def real(cls, config: Config) -> "Target":
@@ -69,6 +73,9 @@ class ExtraSource(Protocol):
 def build_extra_sources(config: Config, target: Target) -> List[ExtraSource]:
     """Every optional source that the config turns on. One line per source."""
     sources: List[ExtraSource] = []
+    sources.extend(build_serving_sources(config.serving, target.serving_url))
+    sources.extend(ambient_sources(config, target))  # inlet/board temperature for the fan governor
+    sources.extend(build_probe_sources(config, target))  # the NPU liveness probe
     return sources
 
 
@@ -78,9 +85,11 @@ class Collector:
         self.config = config
         self.target = target
         self.clock = clock
+        # The main table has an npu-smi slot of its own: hanging query calls can never make it wait.
         self.runner = CommandRunner(target.npu_smi_argv, config.npu_smi_timeout_seconds,
-                                    config.npu_smi_max_concurrent, env=target.env)
-        self.npusmi = NpuSmiSource(self.runner, clock=clock)
+                                    config.npu_smi_max_concurrent, env=target.env, priority_slots=1)
+        self.npusmi = NpuSmiSource(self.runner, clock=clock, intervals={
+            query: getattr(config.poll, query + "_seconds") for query in QUERY_TYPES})
         self.host = HostCollector(root=target.root, ascend_dir=config.ascend_dir)
         self._host_lock = threading.Lock()
         self._host_sample = HostSample(hostname=socket.gethostname())
@@ -110,7 +119,9 @@ class Collector:
         elif tier == "host":
             self.poll_host()
         elif tier in QUERY_TYPES:
-            self.npusmi.poll_query(tier)
+            # A query tier (one call per card) must end before its next run is due, however many cards hang.
+            budget = max(getattr(self.config.poll, tier + "_seconds"), self.config.npu_smi_timeout_seconds)
+            self.npusmi.poll_query(tier, budget_seconds=budget)
         elif tier in self._extra_by_name():
             self._extra_by_name()[tier].poll(self.npusmi.chips(self.clock(), self.config.max_age_seconds))
         else:

@@ -12,6 +12,12 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import yaml
 
+from .control.settings import ControlConfig, control_config_problems
+from .events import EventsConfig, events_config_problems
+from .notify.config import NotifyConfig, validate_notify
+from .probe.config import ProbeConfig, probe_config_problems
+from .sources.serving import ServingConfig, serving_config_problems
+
 LOG_LEVELS = ("debug", "info", "warning", "error")
 
 
@@ -55,6 +61,11 @@ class Config:
     thresholds: Dict[str, float] = field(default_factory=dict)  # rule parameters, see `npumon rules --params`
     rule_files: List[str] = field(default_factory=list)
     exporter: ExporterConfig = field(default_factory=ExporterConfig)
+    serving: ServingConfig = field(default_factory=ServingConfig)  # the inference server's queue depth
+    events: EventsConfig = field(default_factory=EventsConfig)  # the event history in state_dir
+    notify: NotifyConfig = field(default_factory=NotifyConfig)  # alert delivery, see npumon/notify/config.py
+    control: ControlConfig = field(default_factory=ControlConfig)  # fans and power, see npumon/control/settings.py
+    probe: ProbeConfig = field(default_factory=ProbeConfig)  # the liveness probe, see npumon/probe/config.py
     source: str = "<defaults>"  # where this config came from, for messages
 
 
@@ -229,6 +240,11 @@ def _validate(config: Config, node: yaml.Node, path: str) -> None:
     for name in config.thresholds:
         if name not in known_params:
             problems.append(("thresholds." + name, "unknown threshold (known: {})".format(", ".join(sorted(known_params)))))
+    problems.extend(serving_config_problems(config.serving))
+    problems.extend(events_config_problems(config.events))
+    problems.extend(control_config_problems(config.control, config.poll.table_seconds))
+    problems.extend(probe_config_problems(config.probe))
+    validate_notify(config.notify, node, path)  # raises itself: it names lines inside lists (receivers[2].url)
     if problems:
         key, problem = problems[0]
         raise ConfigError("{}:{}: {}: {}".format(path, _line_of(node, key), key, problem))

@@ -72,6 +72,15 @@ NATIVE_METRICS = (
                "1 if the PCIe link trained below its maximum speed or width, else 0."),
     MetricSpec("npumon_chip_pcie_link_speed_gts", CHIP + ("kind",), "PCIe link speed in GT/s (current, max)."),
     MetricSpec("npumon_chip_pcie_link_width_lanes", CHIP + ("kind",), "PCIe link width in lanes (current, max)."),
+    MetricSpec("npumon_probe_success", CHIP,
+               "1 if the chip's latest liveness probe passed, 0 if it failed; absent while the probe cannot run."),
+    MetricSpec("npumon_probe_duration_seconds", CHIP + ("stage",),
+               "Latency of each stage of the chip's latest liveness probe."),
+    MetricSpec("npumon_probe_baseline_seconds", CHIP,
+               "Median duration of the chip's recent warm successful liveness probes."),
+    MetricSpec("npumon_probe_last_run_timestamp_seconds", CHIP, "Unix time the chip's latest liveness probe started."),
+    MetricSpec("npumon_probe_failure_info", CHIP + ("stage", "code"),
+               "1 while the chip's latest liveness probe failed: the stage, and the ACL error code if any."),
     MetricSpec("npumon_finding_active", ("rule", "severity", "subject"),
                "1 for each active finding of a rule that notifies."),
     MetricSpec("npumon_finding_shadow", ("rule", "severity", "subject"),
@@ -247,6 +256,23 @@ def _add_chip(out: _Families, chip: ChipSample, driver_version: Optional[str]) -
         out.add("npumon_chip_pcie_link_speed_gts", link.max_speed_gts, ids + ("max",))
         out.add("npumon_chip_pcie_link_width_lanes", link.current_width, ids + ("current",))
         out.add("npumon_chip_pcie_link_width_lanes", link.max_width, ids + ("max",))
+    _add_probe(out, chip)
+
+
+def _add_probe(out: _Families, chip: ChipSample) -> None:
+    """Only probes that ran: "unavailable" and "skipped" say nothing about the chip."""
+    probe = chip.probe
+    if probe is None or probe.state not in ("ok", "failed"):
+        return
+    ids = (chip.npu, chip.chip)
+    out.add("npumon_probe_success", 1 if probe.state == "ok" else 0, ids)
+    for stage, seconds in probe.stage_seconds.items():
+        out.add("npumon_probe_duration_seconds", seconds, ids + (stage,))
+    out.add("npumon_probe_baseline_seconds", probe.baseline_seconds, ids)
+    out.add("npumon_probe_last_run_timestamp_seconds", probe.time, ids)
+    if probe.state == "failed":
+        code = "" if probe.error_code is None else str(probe.error_code)
+        out.add("npumon_probe_failure_info", 1, ids + (probe.failed_stage, code))
 
 
 def _add_findings(out: _Families, findings: Iterable[Finding]) -> None:

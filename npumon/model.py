@@ -82,6 +82,7 @@ class ChipSample:
     processes: List[ProcessSample] = field(default_factory=list)
     pcie: Optional["PcieLink"] = None
     numa_node: Optional[int] = None  # NUMA node of the chip's PCIe device (sysfs numa_node), if known
+    probe: Optional["ProbeSample"] = None  # the latest liveness probe (npumon.probe), while fresh
 
     @property
     def key(self):
@@ -113,6 +114,29 @@ class PcieLink:
         if not known:
             return None
         return any(cur < top for cur, top in known)
+
+
+PROBE_STATES = ("ok", "failed", "unavailable", "skipped")
+
+
+@dataclass(frozen=True)
+class ProbeSample:
+    """A chip's latest liveness probe (npumon.probe): it passed, it failed, the probe cannot run on this
+    host (unavailable), or the chip was not probed this time (skipped: busy, no logical id, ...)."""
+
+    state: str  # one of PROBE_STATES
+    time: float  # unix time the probe started (or was skipped)
+    kind: Optional[str] = None  # "acl" or "torch"
+    device_id: Optional[int] = None  # the logical device id the probe opened
+    first_run: Optional[bool] = None  # the chip's first probe since npumon started: the runtime was cold
+    duration_seconds: Optional[float] = None  # sum of the stage latencies
+    baseline_seconds: Optional[float] = None  # median duration of the chip's recent warm successful probes
+    stage_seconds: Dict[str, float] = field(default_factory=dict)  # stage -> latency, in the order they ran
+    failed_stage: Optional[str] = None
+    error_code: Optional[int] = None  # the ACL error code, when the failure had one
+    error_name: Optional[str] = None  # e.g. "ACL_ERROR_RT_DEVICE_MEM_ERROR"
+    detail: Optional[str] = None  # what failed, or why the probe did not run
+    action: Optional[str] = None  # what an operator should do about a failure
 
 
 @dataclass
@@ -153,6 +177,7 @@ class HostSample:
     firmware_compatible_driver: Optional[str] = None
     device_files: List[DeviceFile] = field(default_factory=list)
     serving_queue_depth: Optional[float] = None
+    ambient_temperature_celsius: Optional[float] = None  # hottest inlet/board sensor (control.ambient.sensor)
 
 
 @dataclass

@@ -6,7 +6,7 @@ import dataclasses
 import datetime
 from typing import Any, Dict, List, Optional, Sequence
 
-from .model import Finding, Snapshot, chip_json
+from .model import Finding, ProbeSample, Snapshot, chip_json
 from .sources.npusmi import TABLE_SOURCE
 
 SCHEMA = "npumon.check/v1"
@@ -110,7 +110,8 @@ def render_table(snapshot: Snapshot, findings: Sequence[Finding]) -> str:
         title += ", npu-smi {} (driver {})".format(snapshot.tool_version, snapshot.driver_version or "?")
     lines.append(title + ", {} chip{}".format(len(snapshot.chips), "" if len(snapshot.chips) == 1 else "s"))
     if snapshot.chips:
-        rows = [("NPU", "CHIP", "NAME", "HEALTH", "TEMP", "POWER", "AICORE", "HBM BW", "MEMORY USED", "BUS-ID")]
+        rows = [("NPU", "CHIP", "NAME", "HEALTH", "TEMP", "POWER", "AICORE", "HBM BW", "MEMORY USED", "BUS-ID",
+                 "PROBE")]
         for chip in snapshot.chips:
             used, total = (chip.hbm_used_bytes, chip.hbm_total_bytes) if chip.hbm_total_bytes else (
                 chip.memory_used_bytes, chip.memory_total_bytes)
@@ -120,6 +121,7 @@ def render_table(snapshot: Snapshot, findings: Sequence[Finding]) -> str:
                 _fmt(chip.aicore_ratio, "{:.0%}"), _fmt(chip.hbm_bandwidth_ratio, "{:.0%}"),
                 "-" if used is None or not total else "{:.1f}/{:.1f} GiB".format(used / 2**30, total / 2**30),
                 chip.bus_id or "-",
+                _probe_cell(chip.probe),
             ))
         lines.extend(_columns(rows))
     lines.append("")
@@ -141,6 +143,18 @@ def render_table(snapshot: Snapshot, findings: Sequence[Finding]) -> str:
 
 def _fmt(value: Optional[float], pattern: str) -> str:
     return "-" if value is None else pattern.format(value)
+
+
+def _probe_cell(probe: Optional[ProbeSample]) -> str:
+    """`ok 12ms`, `FAILED memcpy 507053`, `unavailable`, `skipped`; the details are in the findings and JSON."""
+    if probe is None:
+        return "-"
+    if probe.state == "ok":
+        seconds = probe.duration_seconds or 0.0
+        return "ok {:.0f}ms".format(seconds * 1000) if seconds < 1 else "ok {:.1f}s".format(seconds)
+    if probe.state == "failed":
+        return " ".join(["FAILED", probe.failed_stage or "?"] + ([str(probe.error_code)] if probe.error_code else []))
+    return probe.state
 
 
 def _columns(rows: List[tuple]) -> List[str]:

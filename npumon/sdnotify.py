@@ -1,7 +1,10 @@
-"""systemd's notify protocol with the standard library: READY=1, STATUS=..., WATCHDOG=1, STOPPING=1.
+"""systemd integration with the standard library only.
 
-A datagram to the unix socket named by $NOTIFY_SOCKET ('@' means the abstract namespace). Outside
-systemd the variable is unset and every call is a no-op.
+* The notify protocol: READY=1, STATUS=..., WATCHDOG=1, RELOADING=1, STOPPING=1 as datagrams to the unix
+  socket named by $NOTIFY_SOCKET ('@' means the abstract namespace). Outside systemd the variable is unset
+  and every call is a no-op.
+* Whether stderr goes to the journal ($JOURNAL_STREAM names the device and inode of the journal's stream),
+  so the log format can leave the time stamp to journald and tag each line with its priority.
 """
 
 import logging
@@ -25,7 +28,8 @@ class Notifier:
         """Half of WatchdogSec (as systemd recommends), or None when no watchdog is set for us."""
         usec = os.environ.get("WATCHDOG_USEC")
         pid = os.environ.get("WATCHDOG_PID")
-        if not usec or not usec.isdigit() or (pid and pid != str(os.getpid())):
+        if not self.address or not usec or not usec.isdigit() or int(usec) == 0 \
+                or (pid and pid != str(os.getpid())):
             return None
         return int(usec) / 1e6 / 2
 
@@ -53,7 +57,35 @@ class Notifier:
         return self.send("WATCHDOG=1")
 
     def stopping(self) -> bool:
-        return self.send("STOPPING=1")
+        return self.send("STOPPING=1", "STATUS=stopping")
 
     def reloading(self) -> bool:
-        return self.send("RELOADING=1")
+        return self.send("RELOADING=1", "STATUS=reloading the config")
+
+
+def stderr_is_journal() -> bool:
+    """True when stderr is the journal stream systemd set up for us (not merely inherited from a parent
+    whose stderr was: then the device and inode differ)."""
+    stream = os.environ.get("JOURNAL_STREAM", "")
+    device, _, inode = stream.partition(":")
+    if not device.isdigit() or not inode.isdigit():
+        return False
+    try:
+        info = os.fstat(2)
+    except OSError:
+        return False
+    return info.st_dev == int(device) and info.st_ino == int(inode)
+
+
+# syslog priorities that journald reads from a "<N>" prefix on each line of a service's stderr
+_JOURNAL_PRIORITIES = ((logging.CRITICAL, 2), (logging.ERROR, 3), (logging.WARNING, 4), (logging.INFO, 6))
+
+
+class JournalFormatter(logging.Formatter):
+    """Prefixes every line with its syslog priority, so `journalctl -p warning` filters npumon's log."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        priority = next((value for level, value in _JOURNAL_PRIORITIES if record.levelno >= level), 7)
+        prefix = "<{}>".format(priority)
+        # every line of a multi-line record (a traceback) is a journal entry of its own
+        return "\n".join(prefix + line for line in super().format(record).split("\n"))

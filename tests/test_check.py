@@ -128,3 +128,87 @@ def test_bad_config_is_one_line_unknown(tmp_path, text):
     assert "Traceback" not in proc.stderr
     proc, _ = run_npumon("check", "--json", "--config", str(config))
     assert proc.returncode == 3 and json.loads(proc.stdout)["status"] == "unknown"
+
+
+# -- the simulated scenarios: each gives the exit code and findings it should ----------------------------
+
+@pytest.mark.parametrize("scenario, code, rules", [
+    ("healthy", 0, set()),
+    ("overheat", 2, {"temperature-critical", "temperature-warning"}),
+    ("ecc-rising", 2, {"ecc-uncorrectable"}),
+    ("health-alarm", 2, {"health-alarm", "health-warning"}),
+    ("cpu-bottleneck", 1, {"cpu-bottleneck"}),
+    ("memory-bound", 0, {"memory-bound"}),  # an info finding: a hint, not a fault
+    ("unsupported", 0, set()),
+])
+def test_scenario_exit_code_and_findings(scenario, code, rules):
+    proc, _ = run_npumon("check", "--json", "--simulate={}".format(scenario))
+    doc = json.loads(proc.stdout)
+    assert proc.returncode == code, (proc.stdout[-2000:], proc.stderr[-2000:])
+    assert doc["status"] == ["ok", "warning", "critical"][code]
+    fired = {finding["rule"] for finding in doc["findings"]}
+    assert rules <= fired, fired
+    if not rules:
+        assert fired == set()
+    assert all(finding["hint"] for finding in doc["findings"])
+
+
+def test_unsupported_scenario_reports_every_query_in_sources():
+    proc, _ = run_npumon("check", "--json", "--simulate=unsupported")
+    doc = json.loads(proc.stdout)
+    assert doc["sources"]["npu-smi"]["ok"] is True
+    unsupported = {name for name, source in doc["sources"].items() if source["unsupported"]}
+    assert unsupported == {"npu-smi:" + q for q in ("usages", "power", "health", "ecc", "board")}
+    assert len(doc["chips"]) == 8 and all(chip["temperature_celsius"] is not None for chip in doc["chips"])
+
+
+def test_healthy_scenario_on_every_product():
+    for product, chips in (("atlas-800i-a2", 8), ("atlas-a3", 16), ("atlas-300i-duo", 4), ("atlas-200i-a2", 1)):
+        proc, _ = run_npumon("check", "--json", "--simulate", "--sim-product", product)
+        doc = json.loads(proc.stdout)
+        assert proc.returncode == 0, (product, doc["findings"])
+        assert len(doc["chips"]) == chips, product
+
+
+def _sim_children(under: Path):
+    """Live simulated npu-smi processes of simulations kept under `under` (other tests may run their own)."""
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        cmdline = " ".join(proc.info["cmdline"] or [])
+        if "npumon.sim" not in cmdline:
+            continue
+        try:
+            if proc.environ().get("NPUMON_SIM_STATE", "").startswith(str(under)) \
+                    and proc.status() != psutil.STATUS_ZOMBIE:
+                found.append(cmdline)
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            pass
+    return found
+
+
+def test_hang_returns_unknown_within_the_deadline_and_leaves_no_process(tmp_path):
+    config = tmp_path / "npumon.yaml"
+    config.write_text("npu_smi_timeout_seconds: 3\n")
+    env = dict(os.environ, TMPDIR=str(tmp_path))  # the simulation's state directory lands under tmp_path
+    proc, elapsed = run_npumon("check", "--simulate=hang", "--config", str(config), env=env)
+    assert proc.returncode == 3, proc.stdout
+    assert elapsed < 3 + 2, elapsed
+    assert proc.stdout.startswith("NPU UNKNOWN - cannot read npu-smi: timed out after 3.0s")
+    time.sleep(0.2)
+    assert _sim_children(tmp_path) == []
+
+
+def test_garbage_is_unknown_with_a_clear_message():
+    proc, _ = run_npumon("check", "--json", "--simulate=garbage")
+    doc = json.loads(proc.stdout)
+    assert proc.returncode == 3
+    assert doc["status"] == "unknown"
+    assert doc["sources"]["npu-smi"]["ok"] is False
+    assert doc["sources"]["npu-smi"]["error"].startswith("unreadable npu-smi info output: ")
+    assert "Traceback" not in proc.stderr
+
+
+def test_unknown_scenario_is_one_line_unknown():
+    proc, _ = run_npumon("check", "--simulate=no-such-scenario")
+    assert proc.returncode == 3
+    assert proc.stdout.startswith("NPU UNKNOWN - ") and proc.stdout.count("\n") == 1

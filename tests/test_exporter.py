@@ -30,6 +30,7 @@ from npumon.model import (
     HostSample,
     NumaNode,
     PcieLink,
+    ProbeSample,
     ProcessSample,
     Snapshot,
     SourceStatus,
@@ -57,6 +58,9 @@ def rich_snapshot():
             ProcessSample(npu=0, chip=0, pid=935441, name="", memory_bytes=None),
         ],
         pcie=PcieLink(current_speed_gts=16.0, max_speed_gts=32.0, current_width=16, max_width=16),
+        probe=ProbeSample(state="failed", time=NOW - 60, kind="acl", device_id=0, first_run=False,
+                          duration_seconds=0.5, baseline_seconds=0.4,
+                          stage_seconds={"init": 0.3, "memcpy": 0.2}, failed_stage="memcpy", error_code=507053),
     )
     chip_b = ChipSample(
         npu=1, chip=0, name="310P3", health="Alarm", bus_id="0000:01:00.0", device_id=5,

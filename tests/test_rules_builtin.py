@@ -4,8 +4,8 @@ import dataclasses
 
 import pytest
 
-from npumon.model import (MIB, ChipSample, DeviceFile, HostSample, NumaNode, PcieLink, ProcessSample, Snapshot,
-                          SourceStatus)
+from npumon.model import (MIB, ChipSample, DeviceFile, HostSample, NumaNode, PcieLink, ProbeSample, ProcessSample,
+                          Snapshot, SourceStatus)
 from npumon.rules import facts as facts_module
 from npumon.rules.engine import RuleEngine
 from npumon.rules.loader import load_rules
@@ -148,6 +148,12 @@ CASES = {
     "load-imbalance": (half_the_chips_lagging, 615, None, "host"),
     "hbm-leak": (leaking_hbm, 3 * 3600, None, CHIP0),
     "source-down": (ecc_source_down, 75, None, "host"),
+    "probe-failed": (first_chip(probe=ProbeSample(state="failed", time=0.0, kind="acl", device_id=0,
+                                                  failed_stage="memcpy", error_code=507053,
+                                                  detail="acl.rt.memcpy returned 507053", action="Drain it.")),
+                     0, None, CHIP0),
+    "probe-slow": (first_chip(probe=ProbeSample(state="ok", time=0.0, kind="acl", device_id=0, first_run=False,
+                                                duration_seconds=2.0, baseline_seconds=0.3)), 0, None, CHIP0),
 }
 
 

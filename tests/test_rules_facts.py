@@ -76,7 +76,7 @@ def test_chip_without_optional_data():
 
 
 def test_every_scalar_chip_field_is_a_fact():
-    structured = {"ecc", "error_codes", "error_information", "processes", "pcie"}
+    structured = {"ecc", "error_codes", "error_information", "processes", "pcie", "probe"}
     for field in dataclasses.fields(ChipSample):
         if field.name not in structured:
             assert field.name in CHIP_FACTS, field.name

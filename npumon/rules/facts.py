@@ -25,7 +25,7 @@ BUSY_AICORE_RATIO = 0.1
 SOURCE_FACT_PREFIXES = ("source_up.", "source_age_seconds.")
 
 # Fields that are lists, dicts or nested records: exposed through derived facts instead.
-_STRUCTURED_CHIP_FIELDS = frozenset(("ecc", "error_codes", "error_information", "processes", "pcie"))
+_STRUCTURED_CHIP_FIELDS = frozenset(("ecc", "error_codes", "error_information", "processes", "pcie", "probe"))
 _STRUCTURED_HOST_FIELDS = frozenset(("numa_nodes", "device_files"))
 CHIP_SCALAR_FIELDS = tuple(f.name for f in dataclasses.fields(ChipSample) if f.name not in _STRUCTURED_CHIP_FIELDS)
 HOST_SCALAR_FIELDS = tuple(f.name for f in dataclasses.fields(HostSample) if f.name not in _STRUCTURED_HOST_FIELDS)
@@ -55,6 +55,7 @@ def chip_facts(chip: ChipSample, host: HostSample, prefixed_host: Facts) -> Fact
     facts.update(_chip_memory_facts(chip))
     facts.update(_chip_pcie_facts(chip))
     facts.update(_chip_numa_facts(chip, host))
+    facts.update(_chip_probe_facts(chip))
     facts.update(prefixed_host)
     return facts
 
@@ -114,6 +115,14 @@ def _chip_numa_facts(chip: ChipSample, host: HostSample) -> Facts:
     }
 
 
+def _chip_probe_facts(chip: ChipSample) -> Facts:
+    """The latest liveness probe (npumon.probe); all null while the chip has none."""
+    probe = chip.probe
+    names = ("state", "kind", "device_id", "first_run", "duration_seconds", "baseline_seconds", "failed_stage",
+             "error_code", "error_name", "detail", "action")
+    return {"probe_" + name: None if probe is None else getattr(probe, name) for name in names}
+
+
 # --------------------------------------------------------------------------------------------- host
 
 def host_facts(snapshot: Snapshot, check_versions: Optional[VersionCheck] = None) -> Facts:
@@ -121,7 +130,7 @@ def host_facts(snapshot: Snapshot, check_versions: Optional[VersionCheck] = None
     facts = {name: values[name] for name in HOST_SCALAR_FIELDS}
     facts.update(_host_memory_facts(snapshot.host))
     facts.update(_host_numa_facts(snapshot.host))
-    facts.update(_host_device_file_facts(snapshot.host))
+    facts.update(_host_device_file_facts(snapshot.host, snapshot.chips))
     facts.update(_host_version_facts(snapshot.host, check_versions or _version_checker()))
     facts.update(_chip_aggregate_facts(snapshot.chips))
     facts.update(_source_facts(snapshot))
@@ -141,8 +150,15 @@ def _host_numa_facts(host: HostSample) -> Facts:
     }
 
 
-def _host_device_file_facts(host: HostSample) -> Facts:
-    missing = [f.path for f in host.device_files if not f.exists]
+# 310B SoC boards (Atlas 200I/500 A2) have no devmm_svm or hisi_hdc: their absence there is normal
+# (shared/reference/npu-smi/FORMATS.md section 9).
+_NOT_ON_SOC_BOARDS = frozenset(("/dev/devmm_svm", "/dev/hisi_hdc"))
+
+
+def _host_device_file_facts(host: HostSample, chips: List[ChipSample]) -> Facts:
+    soc_board = bool(chips) and all((chip.name or "").startswith("310B") for chip in chips)
+    missing = [f.path for f in host.device_files
+               if not f.exists and not (soc_board and f.path in _NOT_ON_SOC_BOARDS)]
     inaccessible = [f.path for f in host.device_files if f.exists and not f.accessible]
     return {
         "device_file_count": len(host.device_files),

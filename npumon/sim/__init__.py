@@ -13,6 +13,7 @@ _API = {
     "list_scenarios": "simulation",
     "list_products": "simulation",
     "serving_queue_depth": "simulation",
+    "set_scenario": "simulation",
     "ScenarioError": "scenario",
 }
 __all__ = sorted(_API)

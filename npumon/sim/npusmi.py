@@ -12,6 +12,7 @@ Kept light on purpose: it starts once per npu-smi call, so it reads the scenario
 earlier by prepare_simulation and imports no YAML.
 """
 
+import dataclasses
 import os
 import sys
 import time
@@ -20,7 +21,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from .hostroot import advance_cpu
 from .hostspec import host_root_spec
-from .products import Product, get_product
+from .products import BOARD_WIDE_KNOBS, PWM_MODE, QUERYABLE_KNOBS, Product, get_product
 from .render_query import render_query
 from .render_table import Chip, render_info, render_list, render_mapping
 from .state import STATE_ENV, SimStateError, cpu_clock, read_state, scenario_time
@@ -53,6 +54,7 @@ class SimHost:
     driver_version: str
     firmware_version: str
     refuse_queries: bool = False  # the "unsupported" behaviour: every `-t` query is refused
+    knobs: Optional[Dict] = None  # fan / nve-level / cpu-freq-up settings (sim/knobs.py)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -71,7 +73,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         _hang(state_dir)
     if scenario["delay_seconds"]:
         time.sleep(scenario["delay_seconds"])
-    text, status = respond(args, sim_host(state, t))
+    product = get_product(state["product"])
+    if args[:1] == ["set"]:
+        from .knobs import respond_set  # the knob module is loaded only by the calls that need it
+
+        text, status = respond_set(args[1:], product, state_dir, t)
+    else:
+        text, status = respond(args, sim_host(state, t, _knobs_of(product, state_dir)))
     if scenario["behaviour"] == "garbage":
         text = garble(args, text, scenario["garbage"])
     sys.stdout.write(text)
@@ -79,15 +87,22 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     return status
 
 
-def sim_host(state: Dict, t: float) -> SimHost:
+def sim_host(state: Dict, t: float, knobs: Optional[Dict] = None) -> SimHost:
+    """The host at scenario time t; with `knobs`, the chips of a product with a fan feel its duty."""
     product = get_product(state["product"])
     chips_spec = state["scenario"]["chips"]
     chips = [(slot, chip_values_at(chips_spec, slot.device_id, t, slot.memory_total_mb, product.aicore_rated_mhz))
              for slot in product.slots()]
+    if knobs is not None and PWM_MODE in product.knobs:
+        from .knobs import cooling_offset
+
+        offset = cooling_offset(knobs, t)
+        chips = [(slot, dataclasses.replace(
+            values, temperature_celsius=int(round(values.temperature_celsius + offset)))) for slot, values in chips]
     host = state["host"]
     return SimHost(product=product, chips=chips, driver_version=host["driver_version"],
                    firmware_version=host["firmware_version"],
-                   refuse_queries=state["scenario"]["behaviour"] == "unsupported")
+                   refuse_queries=state["scenario"]["behaviour"] == "unsupported", knobs=knobs)
 
 
 # -- answering -------------------------------------------------------------------------------------------
@@ -138,6 +153,8 @@ def _query(options: Dict[str, Optional[str]], sim: SimHost) -> Tuple[str, int]:
     if query not in KNOWN_TYPES:
         return "Error parameter of -t\n", EXIT_INVALID_PARAMETER
     product = sim.product
+    if query in BOARD_WIDE_KNOBS:  # the fan types need no -i
+        return _knob_query(query, None, None, sim)
     npu = _integer(options.get("-i"))
     if npu is None or npu not in product.cards:
         return "Invalid card id.\nError parameter of -i\n{}\n".format(USAGE), EXIT_INVALID_PARAMETER
@@ -149,10 +166,31 @@ def _query(options: Dict[str, Optional[str]], sim: SimHost) -> Tuple[str, int]:
     unsupported = "This device does not support querying {}.\n".format(query)
     if sim.refuse_queries:
         return unsupported, 0
+    if query in QUERYABLE_KNOBS:
+        return _knob_query(query, npu, chip, sim)
     card_chips = [(slot, values) for slot, values in sim.chips if slot.npu == npu]
     text = render_query(product, query, npu, chip, card_chips, sim.driver_version, sim.firmware_version)
     # real npu-smi exits 0 after refusing a query the hardware does not support
     return (unsupported, 0) if text is None else (text, 0)
+
+
+def _knob_query(query: str, npu: Optional[int], chip: Optional[int], sim: SimHost) -> Tuple[str, int]:
+    if sim.refuse_queries or query not in sim.product.knobs:
+        return "This device does not support querying {}.\n".format(query), 0
+    from .knobs import default_knobs, render_knob_query
+
+    hottest = max(values.temperature_celsius for _, values in sim.chips)
+    knobs = sim.knobs if sim.knobs is not None else default_knobs()
+    return render_knob_query(sim.product, query, npu, chip, knobs, hottest)
+
+
+def _knobs_of(product: Product, state_dir: str) -> Optional[Dict]:
+    """The knob settings of a product that has knobs (None for the others: nothing to read)."""
+    if not product.knobs:
+        return None
+    from .knobs import read_knobs
+
+    return read_knobs(state_dir)
 
 
 def _integer(text: Optional[str]) -> Optional[int]:

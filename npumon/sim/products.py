@@ -17,6 +17,11 @@ FAMILY_310B = "310b"  # Atlas 200I / 500 A2 SoC boards
 # `-t` types the simulator can answer. A product lists the subset it supports; any other type that real
 # npu-smi knows gets "This device does not support querying <type>."
 SIMULATED_QUERIES = ("usages", "common", "power", "temp", "ecc", "health", "board", "memory")
+# `npu-smi set` knobs the simulator models (sim/knobs.py). A product lists those it has; the others get
+# "This device does not support setting <knob>."
+PWM_MODE, PWM_DUTY, NVE_LEVEL, CPU_FREQ_UP = "pwm-mode", "pwm-duty-ratio", "nve-level", "cpu-freq-up"
+BOARD_WIDE_KNOBS = frozenset((PWM_MODE, PWM_DUTY))  # the fan is one per board: no -i
+QUERYABLE_KNOBS = frozenset((PWM_MODE, PWM_DUTY, NVE_LEVEL))  # also answered by `npu-smi info -t`
 
 
 @dataclass(frozen=True)
@@ -77,6 +82,9 @@ class Product:
     pcie_max_speed: Optional[str]  # as sysfs prints it; None on SoC boards without a PCIe link
     pcie_max_width: Optional[int]
     absent_device_files: Tuple[str, ...]  # management nodes this kind of host does not have
+    # `npu-smi set` knobs the product really has (sim/knobs.py); every other product refuses them
+    knobs: FrozenSet[str] = frozenset()
+    nve_levels: Tuple[str, ...] = ()  # what `info -t nve-level` prints for each level, by index
 
     @property
     def has_hbm(self) -> bool:
@@ -197,6 +205,7 @@ ATLAS_300I_DUO = Product(
     pcie_max_speed="16.0 GT/s PCIe",
     pcie_max_width=16,
     absent_device_files=(),
+    knobs=frozenset((CPU_FREQ_UP,)),  # the card's control CPU clock (help: "0: 1.9GHz, 1: 1.0GHz")
 )
 
 ATLAS_200I_A2 = Product(
@@ -229,6 +238,10 @@ ATLAS_200I_A2 = Product(
     pcie_max_width=None,
     # SoC boards expose svm0/ts_aisle/... instead of the PCIe host's management nodes
     absent_device_files=("/dev/devmm_svm", "/dev/hisi_hdc"),
+    # npu-smi drives the board's fan (pwm) and its compute gear (nve-level) on 310B boards only;
+    # the levels are the 8T module's (the 20T module has four: 20T, 8T, 16T and 8T at 1.6GHz)
+    knobs=frozenset((PWM_MODE, PWM_DUTY, NVE_LEVEL)),
+    nve_levels=("8T_1.0GHz", "4T_1.0GHz"),
 )
 
 PRODUCTS: Dict[str, Product] = {product.name: product for product in (

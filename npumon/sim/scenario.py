@@ -15,13 +15,15 @@ from typing import Any, Dict, List, Optional, Tuple
 import yaml
 
 from .products import PRODUCTS
-from .values import CHIP_FIELDS, ERRORS, HEALTH_STATES, HOST_FIELDS, NUMBER, PROCESSES, TEXT
+from .pyacl import CORRUPTIBLE_CALLS, DEFAULT_ACL_RUNTIME, FAULT_CALLS, RT_DEVICE_STATUS
+from .values import CHIP_FIELDS, ERRORS, HEALTH_STATES, HOST_FIELDS, NUMBER, PROBE, PROCESSES, TEXT
 
 SCENARIO_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "scenarios")
 BEHAVIOURS = ("normal", "hang", "garbage", "unsupported")
 _RAMP_KEYS = ("start", "per_minute", "wobble", "period_seconds", "min", "max")
 _TOP_KEYS = ("description", "product", "behaviour", "delay_seconds", "garbage", "serving_queue_depth", "chips",
-             "host")
+             "host", "acl_runtime")
+_PROBE_KEYS = ("fail", "error_code", "hang", "corrupt", "device_status")
 _GARBAGE_KEYS = ("table_keep_fraction", "query_keep_fraction")
 DEFAULT_GARBAGE = {"table_keep_fraction": 0.6, "query_keep_fraction": 0.5}
 
@@ -134,6 +136,7 @@ class _Checker:
                 "overrides": self.overrides(chips["overrides"]) if "overrides" in chips else [],
             },
             "host": self.host(top["host"]) if "host" in top else {},
+            "acl_runtime": self.acl_runtime(top["acl_runtime"]) if "acl_runtime" in top else dict(DEFAULT_ACL_RUNTIME),
         }
 
     def overrides(self, where: _Where) -> List[Dict[str, Any]]:
@@ -161,6 +164,8 @@ class _Checker:
                 values[name] = self.errors(item, field_key)
             elif kind == PROCESSES:
                 values[name] = self.processes(item, field_key)
+            elif kind == PROBE:
+                values[name] = self.probe(item, field_key)
         return values
 
     def host(self, where: _Where) -> Dict[str, Any]:
@@ -318,6 +323,41 @@ class _Checker:
         if "current_width" in link:
             entry["current_width"] = self.integer(link["current_width"], key + ".current_width", low=1)
         return entry
+
+    def probe(self, where: _Where, key: str) -> Dict[str, Any]:
+        """What the simulated pyACL does on this chip's probe (sim/pyacl.py)."""
+        plan = self.mapping(where, key, _PROBE_KEYS)
+        result: Dict[str, Any] = {}
+        for name, choices in (("fail", FAULT_CALLS), ("hang", FAULT_CALLS), ("corrupt", CORRUPTIBLE_CALLS),
+                              ("device_status", tuple(RT_DEVICE_STATUS))):
+            if name in plan:
+                value = self.text(plan[name], "{}.{}".format(key, name))
+                if value not in choices:
+                    self.fail(plan[name], "{}.{}".format(key, name), "must be one of {}".format(", ".join(choices)))
+                result[name] = value
+        if ("fail" in plan) != ("error_code" in plan):
+            self.fail(where, key + (".error_code" if "fail" in plan else ".fail"),
+                      "fail and error_code go together: the call that fails and the ACL error code it returns")
+        if "error_code" in plan:
+            result["error_code"] = self.acl_code(plan["error_code"], key + ".error_code")
+        return result
+
+    def acl_runtime(self, where: _Where) -> Dict[str, Any]:
+        values = self.mapping(where, "acl_runtime", tuple(DEFAULT_ACL_RUNTIME))
+        result = dict(DEFAULT_ACL_RUNTIME)
+        if "installed" in values:
+            if not isinstance(values["installed"].value, bool):
+                self.fail(values["installed"], "acl_runtime.installed", "expected true or false")
+            result["installed"] = values["installed"].value
+        if "init_error_code" in values:
+            result["init_error_code"] = self.acl_code(values["init_error_code"], "acl_runtime.init_error_code")
+        return result
+
+    def acl_code(self, where: _Where, key: str) -> int:
+        code = self.integer(where, key, low=100000)
+        if code > 599999:
+            self.fail(where, key, "expected a six-digit ACL error code such as 507053, got {}".format(code))
+        return code
 
 
 def _is_hex(text: str) -> bool:

@@ -20,14 +20,15 @@ from typing import Dict, List, Optional
 from . import scenario as scenarios
 from .hostroot import write_host_root
 from .hostspec import host_root_spec
+from .knobs import reset_knobs
 from .npusmi import HANG_PIDS_FILE
 from .products import PRODUCTS, get_product
 from .scenario import ScenarioError, load_scenario
-from .state import STATE_ENV, read_state, scenario_time, write_state
+from .state import STATE_ENV, read_state, scenario_time, update_state, write_state
 from .values import DEFAULT_SERVING_QUEUE_DEPTH, evaluate, host_cpu_busy_at, host_with_defaults
 
 __all__ = ["Simulation", "prepare_simulation", "list_scenarios", "list_products", "serving_queue_depth",
-           "ScenarioError"]
+           "set_scenario", "ScenarioError"]
 
 HOST_ROOT_DIR = "root"
 
@@ -74,6 +75,7 @@ def prepare_simulation(state_dir: str, scenario: str = "healthy", product: Optio
         os.unlink(os.path.join(state_dir, HANG_PIDS_FILE))  # from an earlier run of the hang scenario
     except FileNotFoundError:
         pass
+    reset_knobs(state_dir)  # the fan back in auto mode, power knobs at their factory settings
     write_state(state_dir, {
         "start_time": time.time(),
         "time_scale": float(time_scale),
@@ -84,6 +86,17 @@ def prepare_simulation(state_dir: str, scenario: str = "healthy", product: Optio
     })
     return Simulation(npu_smi_argv=[sys.executable, "-m", "npumon.sim.npusmi"], env={STATE_ENV: state_dir},
                       root=root, scenario=checked["name"], product=product_name)
+
+
+def set_scenario(state_dir: str, scenario: str) -> str:
+    """Switch a running simulation to another scenario, e.g. make npu-smi hang mid-run and later answer
+    again. The product, the fake host tree and the scenario clock stay; every simulator call from now on
+    behaves as the new scenario says. Returns the scenario's name; raises ScenarioError for a bad one."""
+    checked = load_scenario(scenario)
+    state = read_state(os.path.abspath(state_dir))
+    state["scenario"] = checked
+    update_state(os.path.abspath(state_dir), state)
+    return checked["name"]
 
 
 def serving_queue_depth(state_dir: str, now: Optional[float] = None) -> float:

@@ -30,6 +30,11 @@ def write_state(state_dir: str, state: Dict[str, Any]) -> None:
     _write_json(os.path.join(state_dir, CPU_CLOCK_FILE), {"advanced_at": state["start_time"]})
 
 
+def update_state(state_dir: str, state: Dict[str, Any]) -> None:
+    """Replace the state of a running simulation; unlike write_state, the CPU clock keeps running."""
+    _write_json(os.path.join(state_dir, STATE_FILE), state)
+
+
 def read_state(state_dir: Optional[str]) -> Dict[str, Any]:
     if not state_dir:
         raise SimStateError("{} is not set; create a simulation with npumon.sim.simulation.prepare_simulation"

@@ -23,6 +23,7 @@ NUMBER = "number"
 TEXT = "text"
 ERRORS = "errors"
 PROCESSES = "processes"
+PROBE = "probe"
 
 # Every per-chip value a scenario may set: name -> (kind, default). A default of None means "follows
 # another value" (see _FOLLOWS) or, for aicore_freq_mhz, the product's rated frequency.
@@ -53,6 +54,9 @@ CHIP_FIELDS: Dict[str, Tuple[str, Any]] = {
     "ecc_double_bit_isolated_pages": (NUMBER, 0),
     # [{name: python, memory_mb: 30000 or memory_percent: 80 (of the chip's memory), pid: 4242 (optional)}]
     "processes": (PROCESSES, []),
+    # what the simulated pyACL does on this chip's probe (sim/pyacl.py): {} works;
+    # {fail: rt.memcpy, error_code: 507053}, {hang: <call>}, {corrupt: rt.memcpy}, {device_status: abnormal}
+    "probe": (PROBE, {}),
 }
 _FOLLOWS = {"hbm_temperature_celsius": "temperature_celsius", "npu_utilization_percent": "aicore_percent"}
 HEALTH_STATES = ("OK", "Warning", "Alarm", "Critical", "UNKNOWN")
@@ -171,6 +175,11 @@ def chip_values_at(chips_spec: Dict[str, Any], device_id: int, t: float, memory_
         **{name: _percent(numbers[name]) for name in numbers if name.endswith("_percent")},
         **{name: _counter(numbers[name]) for name in numbers if name.startswith("ecc_")},
     )
+
+
+def probe_plan_at(chips_spec: Dict[str, Any], device_id: int) -> Dict[str, Any]:
+    """What the simulated pyACL does when a probe opens this logical device (constant over time)."""
+    return dict(_chip_expressions(chips_spec, device_id)["probe"])
 
 
 def host_cpu_busy_at(host_spec: Dict[str, Any], t: float) -> List[float]:

@@ -49,9 +49,11 @@ class _Poll:
 
 
 class NpuSmiSource:
-    def __init__(self, runner: CommandRunner, clock: Callable[[], float] = time.time):
+    def __init__(self, runner: CommandRunner, clock: Callable[[], float] = time.time,
+                 intervals: Optional[Dict[str, float]] = None):
         self.runner = runner
         self.clock = clock
+        self.intervals = dict(intervals or {})  # query type -> seconds between polls
         self._lock = threading.Lock()
         self._table: Optional[MainTable] = None
         self._table_time: Optional[float] = None
@@ -59,12 +61,13 @@ class NpuSmiSource:
         self._query_values: Dict[Tuple[int, int], Dict[str, Tuple[float, dict]]] = {}
         self._polls: Dict[str, _Poll] = {TABLE_SOURCE: _Poll()}
         self._chip_option_unsupported = False  # 950: "does not support input parameter of -c"
+        self._resume_at: Dict[str, int] = {}  # query type -> index of the first call its last poll left out
 
     # -- polling -------------------------------------------------------------------------------------
 
     def poll_table(self) -> None:
         started = self.clock()
-        result = self.runner.run(["info"])
+        result = self.runner.run(["info"], priority=True)  # the runner keeps a slot free for the table
         table, error = _parse_table(result)
         with self._lock:
             poll = self._polls[TABLE_SOURCE]
@@ -79,7 +82,9 @@ class NpuSmiSource:
             for key in [key for key in self._query_values if key[0] not in known]:
                 del self._query_values[key]
 
-    def poll_query(self, query: str) -> None:
+    def poll_query(self, query: str, budget_seconds: Optional[float] = None) -> None:
+        """One call per card (or chip). With a budget, the whole poll ends within it: each call's deadline
+        is cut to the time left, and calls that would start after it are not made (they count as failed)."""
         poll = self._polls.setdefault(query_source_name(query), _Poll())
         if poll.unsupported:
             return
@@ -91,7 +96,14 @@ class NpuSmiSource:
             return
         started = self.clock()
         targets = self._targets(query, table)
-        results = self._run_many([args for _, args in targets])
+        # Begin where the previous poll ran out of time or slots, so that while some cards hang it is not
+        # always the same cards that are left out.
+        first = self._resume_at.get(query, 0) % len(targets) if targets else 0
+        targets = targets[first:] + targets[:first]
+        deadline = None if budget_seconds is None else time.monotonic() + budget_seconds
+        results = self._run_many([args for _, args in targets], deadline)
+        left_out = [index for index, result in enumerate(results) if not result.started]
+        self._resume_at[query] = first + left_out[0] if left_out else 0
         failures: List[str] = []
         for (target, args), result in zip(targets, results):
             problem = self._absorb(query, target, result, started)
@@ -114,11 +126,21 @@ class NpuSmiSource:
                     for chip in table.chips]
         return [((npu, None), ["info", "-t", query, "-i", str(npu)]) for npu in cards]
 
-    def _run_many(self, argvs: Sequence[List[str]]) -> List[CommandResult]:
+    def _run_many(self, argvs: Sequence[List[str]], deadline: Optional[float] = None) -> List[CommandResult]:
+        def run_one(args: List[str]) -> CommandResult:
+            if deadline is None:
+                return self.runner.run(args)
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return CommandResult(self.runner.prefix + args, None, "", "", 0.0, timed_out=True,
+                                     error="not run: the poll's time budget was used up by earlier calls",
+                                     started=False)
+            return self.runner.run(args, timeout_seconds=min(self.runner.timeout_seconds, left))
+
         if len(argvs) <= 1:
-            return [self.runner.run(args) for args in argvs]
+            return [run_one(args) for args in argvs]
         with concurrent.futures.ThreadPoolExecutor(max_workers=self.runner.max_concurrent) as pool:
-            return list(pool.map(self.runner.run, argvs))
+            return list(pool.map(run_one, argvs))
 
     def _absorb(self, query: str, target: Tuple[int, Optional[int]], result: CommandResult,
                 when: float) -> Optional[str]:
@@ -147,6 +169,11 @@ class NpuSmiSource:
 
     # -- reading ---------------------------------------------------------------------------------------
 
+    def allowed_age(self, query: str, max_age: float) -> float:
+        """How old a query's values may be. A slow tier (ecc every 5 min, board every hour) is fresh until
+        its next poll is overdue, not only for max_age: its values do not go stale between two polls."""
+        return max(max_age, 2 * self.intervals.get(query, 0.0))
+
     def chips(self, now: float, max_age: float) -> List[ChipSample]:
         """The chips of the latest main table with every query value that is still fresh."""
         with self._lock:
@@ -157,8 +184,8 @@ class NpuSmiSource:
         samples = []
         for row in table.chips:
             sample = ChipSample(npu=row.npu, chip=row.chip, driver_version=table.driver_version)
-            for when, values in query_values.get((row.npu, row.chip), {}).values():
-                if now - when <= max_age:
+            for query, (when, values) in query_values.get((row.npu, row.chip), {}).items():
+                if now - when <= self.allowed_age(query, max_age):
                     sample.update(values)
             # The main table is the freshest reading: it wins wherever it printed a value.
             sample.update({name: value for name, value in row.values().items() if value is not None})
@@ -180,11 +207,12 @@ class NpuSmiSource:
         for name, poll in self._polls.items():
             status = SourceStatus(ok=poll.ok, error=poll.error, duration_seconds=poll.duration,
                                   last_success=poll.last_success, unsupported=poll.unsupported)
+            allowed = max_age if name == TABLE_SOURCE else self.allowed_age(name.split(":", 1)[1], max_age)
             if poll.ok and not poll.unsupported and poll.last_success is not None \
-                    and now - poll.last_success > max_age:
+                    and now - poll.last_success > allowed:
                 status.ok = False
                 status.error = "stale: last success {:.0f}s ago (max age {:.0f}s)".format(
-                    now - poll.last_success, max_age)
+                    now - poll.last_success, allowed)
             result[name] = status
         return result
 

@@ -26,6 +26,7 @@ class CommandResult:
     duration_seconds: float
     timed_out: bool = False
     error: Optional[str] = None  # could not start, or no free slot
+    started: bool = True  # False: no process was started (no free slot, shutting down, no time left)
 
     @property
     def output(self) -> str:
@@ -44,31 +45,41 @@ class CommandResult:
 
 
 class CommandRunner:
-    """Runs `prefix + args` with a deadline and at most `max_concurrent` processes at a time."""
+    """Runs `prefix + args` with a deadline and at most `max_concurrent` processes at a time.
+
+    With `priority_slots`, `priority` calls (the main table) have that many slots of their own on top: however
+    many ordinary calls hang, a priority call never waits for one of them.
+    """
 
     def __init__(self, prefix: Sequence[str], timeout_seconds: float, max_concurrent: int = 2,
-                 env: Optional[Dict[str, str]] = None):
+                 env: Optional[Dict[str, str]] = None, priority_slots: int = 0):
         self.prefix = list(prefix)
         self.timeout_seconds = timeout_seconds
         self.max_concurrent = max_concurrent
         self._slots = threading.BoundedSemaphore(max_concurrent)
+        self._priority_slots = threading.BoundedSemaphore(priority_slots) if priority_slots else self._slots
         self._env = _child_environment(env)
         self._live_lock = threading.Lock()
         self._live: Set["subprocess.Popen[bytes]"] = set()
+        self._closed = False
 
-    def run(self, args: Sequence[str], timeout_seconds: Optional[float] = None) -> CommandResult:
+    def run(self, args: Sequence[str], timeout_seconds: Optional[float] = None,
+            priority: bool = False) -> CommandResult:
         argv = self.prefix + list(args)
+        if self._closed:
+            return CommandResult(argv, None, "", "", 0.0, error="not run: npumon is shutting down", started=False)
         deadline = self.timeout_seconds if timeout_seconds is None else timeout_seconds
         started = time.monotonic()
+        slots = self._priority_slots if priority else self._slots
         # Waiting for a free slot counts against the deadline: the caller was promised an answer in time.
-        if not self._slots.acquire(timeout=deadline):
+        if not slots.acquire(timeout=deadline):
             return CommandResult(argv, None, "", "", time.monotonic() - started, timed_out=True,
                                  error="no free slot within {:.1f}s ({} calls already running)".format(
-                                     deadline, self.max_concurrent))
+                                     deadline, self.max_concurrent), started=False)
         try:
             return self._run_in_slot(argv, started, deadline)
         finally:
-            self._slots.release()
+            slots.release()
 
     def _run_in_slot(self, argv: List[str], started: float, deadline: float) -> CommandResult:
         try:
@@ -79,6 +90,9 @@ class CommandRunner:
                                  error="cannot run {}: {}".format(argv[0], exc.strerror or exc))
         with self._live_lock:
             self._live.add(proc)
+            closed = self._closed
+        if closed:  # terminate_all() ran while this call was starting
+            _kill_group(proc)
         remaining = max(0.0, deadline - (time.monotonic() - started))
         try:
             out, err = proc.communicate(timeout=remaining)
@@ -94,8 +108,10 @@ class CommandRunner:
 
 
     def terminate_all(self) -> None:
-        """On shutdown: kill the process groups of calls still running (their threads then reap them)."""
+        """On shutdown: kill the process groups of calls still running (their threads then reap them)
+        and refuse new calls, so no npu-smi outlives the daemon."""
         with self._live_lock:
+            self._closed = True
             live = list(self._live)
         for proc in live:
             _kill_group(proc)

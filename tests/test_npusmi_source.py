@@ -1,0 +1,80 @@
+"""The npu-smi source against the simulator: merging, unsupported queries, freshness of slow tiers."""
+
+import pytest
+
+from npumon.sim import prepare_simulation
+from npumon.sources.npusmi import NpuSmiSource
+from npumon.sources.runner import CommandRunner
+
+
+class Clock:
+    def __init__(self, now=1_000_000.0):
+        self.now = now
+
+    def __call__(self):
+        return self.now
+
+
+@pytest.fixture
+def source(tmp_path):
+    def make(scenario="ecc-rising", intervals=None):
+        sim = prepare_simulation(str(tmp_path / scenario), scenario, time_scale=0)
+        clock = Clock()
+        runner = CommandRunner(sim.npu_smi_argv, 10, 2, env=sim.env)
+        return NpuSmiSource(runner, clock=clock, intervals=intervals), clock
+    return make
+
+
+def test_query_values_merge_into_the_table_chips(source):
+    npusmi, clock = source()
+    npusmi.poll_table()
+    npusmi.poll_query("ecc")
+    npusmi.poll_query("usages")
+    chips = {chip.key: chip for chip in npusmi.chips(clock.now, 120)}
+    assert len(chips) == 8
+    assert chips[(2, 0)].ecc_double_bit_errors == 1  # the scenario's failing chip
+    assert chips[(0, 0)].ecc_double_bit_errors == 0
+    assert chips[(0, 0)].aivector_ratio is not None
+    assert chips[(0, 0)].temperature_celsius is not None  # from the main table
+
+
+def test_a_slow_tier_stays_fresh_until_its_next_poll_is_overdue(source):
+    npusmi, clock = source(intervals={"ecc": 300, "usages": 30})
+    npusmi.poll_table()
+    npusmi.poll_query("ecc")
+    npusmi.poll_query("usages")
+    clock.now += 200  # past max_age (120), before the ecc tier's second poll is overdue (2 x 300)
+    npusmi.poll_table()
+    chip = npusmi.chips(clock.now, 120)[0]
+    assert chip.ecc_double_bit_errors is not None
+    assert chip.aivector_ratio is None  # usages (every 30 s) is overdue: dropped, not served stale
+    statuses = npusmi.statuses(clock.now, 120)
+    assert statuses["npu-smi:ecc"].ok
+    assert not statuses["npu-smi:usages"].ok
+    assert statuses["npu-smi:usages"].error == "stale: last success 200s ago (max age 120s)"
+    clock.now += 500
+    statuses = npusmi.statuses(clock.now, 120)
+    assert statuses["npu-smi:ecc"].error == "stale: last success 700s ago (max age 600s)"
+
+
+def test_unsupported_query_is_remembered_and_not_asked_again(source):
+    npusmi, clock = source("unsupported")
+    npusmi.poll_table()
+    npusmi.poll_query("usages")
+    status = npusmi.statuses(clock.now, 120)["npu-smi:usages"]
+    assert status.ok and status.unsupported
+    assert "does not support querying usages" in status.error
+    calls = []
+    npusmi.runner.run = lambda *args, **kwargs: calls.append(args)  # must not be called again
+    npusmi.poll_query("usages")
+    assert calls == []
+
+
+def test_queries_pause_while_the_main_table_cannot_be_read(source):
+    npusmi, clock = source("garbage")
+    npusmi.poll_table()
+    npusmi.poll_query("ecc")
+    statuses = npusmi.statuses(clock.now, 120)
+    assert not statuses["npu-smi"].ok and statuses["npu-smi"].error.startswith("unreadable npu-smi info output")
+    assert statuses["npu-smi:ecc"].error == "skipped while the main table cannot be read"
+    assert npusmi.chips(clock.now, 120) == []
