@@ -140,6 +140,9 @@ def test_bad_config_is_one_line_unknown(tmp_path, text):
     ("cpu-bottleneck", 1, {"cpu-bottleneck"}),
     ("memory-bound", 0, {"memory-bound"}),  # an info finding: a hint, not a fault
     ("unsupported", 0, set()),
+    ("host-misconfigured", 2, {"pcie-degraded", "numa-balancing-enabled", "max-map-count-low",
+                               "device-files-missing", "versions-incompatible"}),
+    ("probe-failure", 2, {"probe-failed"}),
 ])
 def test_scenario_exit_code_and_findings(scenario, code, rules):
     proc, _ = run_npumon("check", "--json", "--simulate={}".format(scenario))
