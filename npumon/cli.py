@@ -6,6 +6,7 @@ other command exits 0 on success and 2 on bad usage or bad config, with a one-li
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -132,7 +133,8 @@ def open_target(args: argparse.Namespace, config: Config, require_npu_smi: bool 
 
         # The simulated inference server's metrics endpoint, read by the serving source over real HTTP.
         with QueueServer(state_dir) as queue:
-            yield Target(sim.npu_smi_argv, sim.env, sim.root, simulated=True, serving_url=queue.url)
+            yield Target(sim.npu_smi_argv, sim.env, sim.root, simulated=True, serving_url=queue.url,
+                         sim_state_dir=state_dir)
     finally:
         if not kept_state_dir:
             shutil.rmtree(state_dir, ignore_errors=True)
@@ -197,8 +199,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     from .daemon import Daemon, StartupError
     from .rules.loader import RuleError
 
+    sim_state_dirs: List[str] = []
+
     def reload_config() -> Config:
-        return load_config(args.config)
+        config = load_config(args.config)
+        if sim_state_dirs and config.state_dir == Config().state_dir:
+            # A simulated host keeps its event history and outbox with the simulation, never in the real
+            # host's /var/lib/npumon (set state_dir in the config to choose another place).
+            config = dataclasses.replace(config, state_dir=os.path.join(sim_state_dirs[0], "npumon-state"))
+        return config
 
     try:
         config = reload_config()
@@ -211,6 +220,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         if args.sim_state and args.simulate is None:
             raise UserError("--sim-state needs --simulate")
         with open_target(args, config, require_npu_smi=False) as target:
+            if target.sim_state_dir:
+                sim_state_dirs.append(target.sim_state_dir)
+                config = reload_config()
             daemon = Daemon(config, target, listen=args.listen, log_level=args.log_level)
             still_running = daemon.serve_forever(reload_config)
     except (ConfigError, UserError, NpuSmiMissing, StartupError, RuleError) as exc:

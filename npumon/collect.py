@@ -36,6 +36,7 @@ class Target:
     root: str
     simulated: bool = False
     serving_url: Optional[str] = None  # a simulated host's queue endpoint (turns the serving source on)
+    sim_state_dir: Optional[str] = None  # a simulated host's own directory
 
     @classmethod
     def real(cls, config: Config) -> "Target":
