@@ -195,7 +195,7 @@ def _check_unknown(args: argparse.Namespace, message: str) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from .config import parse_listen
+    from .web import WebServerError, parse_listen
     from .daemon import Daemon, StartupError
     from .rules.loader import RuleError
 
@@ -215,7 +215,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         if args.listen:
             try:
                 parse_listen(args.listen)
-            except ValueError as exc:
+            except WebServerError as exc:
                 raise UserError("--listen: {}".format(exc)) from None
         if args.sim_state and args.simulate is None:
             raise UserError("--sim-state needs --simulate")

@@ -230,9 +230,11 @@ def _validate(config: Config, node: yaml.Node, path: str) -> None:
         problems.append(("poll.table_seconds", "must be greater than 0 (the main table is always polled)"))
     if bool(config.exporter.tls_cert_file) != bool(config.exporter.tls_key_file):
         problems.append(("exporter.tls_cert_file", "TLS needs both tls_cert_file and tls_key_file"))
+    from .web import WebServerError, parse_listen  # late import: the HTTP server is not needed otherwise
+
     try:
         parse_listen(config.exporter.listen)
-    except ValueError as exc:
+    except WebServerError as exc:
         problems.append(("exporter.listen", str(exc)))
     from .rules.loader import default_params  # late import: the rules package imports model, not config
 
@@ -248,12 +250,3 @@ def _validate(config: Config, node: yaml.Node, path: str) -> None:
     if problems:
         key, problem = problems[0]
         raise ConfigError("{}:{}: {}: {}".format(path, _line_of(node, key), key, problem))
-
-
-def parse_listen(listen: str) -> Tuple[str, int]:
-    """'0.0.0.0:9842', '[::1]:9842', ':9842' -> (host, port)."""
-    host, sep, port_text = listen.rpartition(":")
-    if not sep or not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
-        raise ValueError("expected HOST:PORT, e.g. 0.0.0.0:9842 or [::1]:9842, got {!r}".format(listen))
-    host = host.strip("[]") or "0.0.0.0"
-    return host, int(port_text)

@@ -2,7 +2,8 @@
 
 import pytest
 
-from npumon.config import Config, ConfigError, load_config, parse_config, parse_listen
+from npumon.config import Config, ConfigError, load_config, parse_config
+from npumon.web import parse_listen
 
 
 def _error(text, tmp_path):
@@ -49,7 +50,7 @@ def test_values_are_converted():
     ("a: [1, 2\n", "FILE:2: bad YAML"),
     ("npu_smi: x\nnpu_smi: y\n", "FILE:2: npu_smi: key given twice"),
     ("thresholds:\n  temprature_critical_celsius: 90\n", "FILE:2: thresholds.temprature_critical_celsius: unknown threshold"),
-    ("exporter:\n  listen: localhost\n", "FILE:2: exporter.listen: expected HOST:PORT"),
+    ("exporter:\n  listen: localhost\n", "FILE:2: exporter.listen: listen address 'localhost' has no port"),
     ("rule_files: /etc/rules.yaml\n", "FILE:1: rule_files: expected a list"),
 ])
 def test_errors_name_file_line_and_key(tmp_path, text, expected):
