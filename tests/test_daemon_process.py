@@ -163,10 +163,9 @@ def test_port_in_use_is_one_line_exit_2(tmp_path, daemons):
 
 
 @pytest.mark.parametrize("listen, problem", [
-    ("localhost", "expected HOST:PORT"),
-    ("127.0.0.1:99999", "expected HOST:PORT"),
+    ("localhost", "has no port (expected host:port)"),
+    ("127.0.0.1:99999", "port must be 0..65535"),
     ("::1:9842", "brackets"),
-    ("no-such-host.invalid:9842", "cannot resolve"),
 ])
 def test_bad_listen_is_one_line_exit_2(tmp_path, daemons, listen, problem):
     line = one_error_line(daemons("--simulate", "--listen", listen, "--config", write_config(tmp_path)))
