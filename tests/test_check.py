@@ -143,6 +143,8 @@ def test_bad_config_is_one_line_unknown(tmp_path, text):
     ("host-misconfigured", 2, {"pcie-degraded", "numa-balancing-enabled", "max-map-count-low",
                                "device-files-missing", "versions-incompatible"}),
     ("probe-failure", 2, {"probe-failed"}),
+    ("health-critical", 2, {"health-critical", "health-unknown"}),
+    ("load-imbalance", 1, {"load-imbalance"}),
 ])
 def test_scenario_exit_code_and_findings(scenario, code, rules):
     proc, _ = run_npumon("check", "--json", "--simulate={}".format(scenario))
