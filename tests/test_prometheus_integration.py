@@ -154,11 +154,14 @@ def test_prometheus_scrapes_the_simulator_values(tmp_path, npumon_daemon):
     check = subprocess.run([need("promtool"), "check", "config", config], capture_output=True, text=True, timeout=30)
     assert check.returncode == 0 and "WARNING" not in check.stdout, check.stdout + check.stderr
 
-    # every value of the snapshot is in place before Prometheus looks
-    wait_until(lambda: all(chip["power_watts"] is not None and chip["aivector_ratio"] is not None
-                           for chip in npumon_daemon.get("/status").json()["chips"]) and
-               npumon_daemon.get("/status").json()["chips"], timeout=60, what="a full snapshot")
-    status = npumon_daemon.get("/status").json()
+    # every value of the snapshot is in place before Prometheus looks; compare with that very document
+    def full_status():
+        document = npumon_daemon.get("/status").json()
+        complete = document["chips"] and all(
+            chip["power_watts"] is not None and chip["aivector_ratio"] is not None for chip in document["chips"])
+        return document if complete else None
+
+    status = wait_until(full_status, timeout=60, what="a full snapshot")
     prometheus = Prometheus(config, str(tmp_path / "tsdb"), free_port())
     try:
         wait_until(prometheus.ready, timeout=15, what="Prometheus ready")
