@@ -27,7 +27,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 import requests
 
-from .model import SEVERITIES, ChipSample, HostSample, NumaNode, PcieLink, Snapshot, SourceStatus
+from .model import (SEVERITIES, ChipSample, HostSample, NumaNode, PcieLink, Snapshot, SourceStatus, chip_subject,
+                    parse_chip_subject)
 from .report import rfc3339
 
 SCHEMA = "npumon.fleet/v1"
@@ -150,7 +151,7 @@ class ChipRow:
 
     @property
     def subject(self) -> str:
-        return "npu{}/chip{}".format(self.npu, self.chip)
+        return chip_subject(self.npu, self.chip)
 
 
 @dataclass
@@ -244,7 +245,7 @@ def build_view(prometheus: str, jobs: Sequence[str], now: float, results: Dict[s
     for finding in findings:
         row = host(finding.host)
         row.findings[finding.severity] = row.findings.get(finding.severity, 0) + 1
-        key = _subject_key(finding.subject)
+        key = parse_chip_subject(finding.subject)
         chip_row = chips.get((finding.host,) + key) if key is not None else None
         if chip_row is not None and _severity_rank(finding.severity) < _severity_rank(chip_row.worst_finding):
             chip_row.worst_finding = finding.severity
@@ -257,16 +258,6 @@ def build_view(prometheus: str, jobs: Sequence[str], now: float, results: Dict[s
                                                     or row.temperature_celsius > owner.hottest_celsius):
             owner.hottest_celsius = row.temperature_celsius
     return FleetView(prometheus, list(jobs), now, list(hosts.values()), list(chips.values()), findings)
-
-
-def _subject_key(subject: str) -> Optional[Tuple[int, int]]:
-    if not subject.startswith("npu") or "/chip" not in subject:
-        return None
-    npu, _, chip = subject[3:].partition("/chip")
-    try:
-        return int(npu), int(chip)
-    except ValueError:
-        return None
 
 
 def _severity_rank(severity: Optional[str]) -> int:

@@ -6,8 +6,9 @@ hardware or the tool did not report a value.
 """
 
 import dataclasses
+import re
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 MIB = 1048576  # npu-smi's "MB" are MiB
 
@@ -29,6 +30,20 @@ CHIP_VALUE_FIELDS = (
     "error_codes", "error_information",
     "firmware_version", "driver_version", "compatibility",
 )
+
+
+_CHIP_SUBJECT = re.compile(r"npu(\d+)/chip(\d+)")
+
+
+def chip_subject(npu: int, chip: int) -> str:
+    """The subject of a chip's findings, events and alerts: "npu<N>/chip<C>" (the other subject is "host")."""
+    return "npu{}/chip{}".format(npu, chip)
+
+
+def parse_chip_subject(subject: str) -> Optional[Tuple[int, int]]:
+    """(npu, chip) of a chip subject; None for "host" or anything else."""
+    match = _CHIP_SUBJECT.fullmatch(subject)
+    return None if match is None else (int(match.group(1)), int(match.group(2)))
 
 
 @dataclass
@@ -90,7 +105,7 @@ class ChipSample:
 
     @property
     def subject(self) -> str:
-        return "npu{}/chip{}".format(self.npu, self.chip)
+        return chip_subject(self.npu, self.chip)
 
     def update(self, values: Dict[str, Any]) -> None:
         """Merge a parser's `{field: value}` dict; unknown fields are a programming error."""

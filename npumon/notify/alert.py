@@ -7,15 +7,13 @@ receivers see it as the alert's fingerprint, and receivers deduplicate a repeate
 """
 
 import hashlib
-import re
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Dict, Optional
 
-from ..model import Finding
+from ..model import Finding, parse_chip_subject
 
 FIRING = "firing"
 RESOLVED = "resolved"
-_CHIP_SUBJECT = re.compile(r"npu(\d+)/chip(\d+)")
 
 
 @dataclass(frozen=True)
@@ -56,9 +54,9 @@ def alert_labels(finding: Finding, host: str, extra: Dict[str, str]) -> Dict[str
     labels.update(finding.labels)
     labels.update({"alertname": finding.rule, "severity": finding.severity, "host": host,
                    "subject": finding.subject})
-    chip = _CHIP_SUBJECT.fullmatch(finding.subject)
-    if chip:
-        labels.update({"npu": chip.group(1), "chip": chip.group(2)})
+    chip = parse_chip_subject(finding.subject)
+    if chip is not None:
+        labels.update({"npu": str(chip[0]), "chip": str(chip[1])})
     return labels
 
 
