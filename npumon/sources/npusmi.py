@@ -6,13 +6,18 @@ A query type the product does not support ("This device does not support queryin
 and not asked again until restart. While the main table itself fails, the query tiers pause: when the
 driver is wedged every call would hang until its deadline and hold the few npu-smi slots.
 
+Freshness: a query value stays until it is older than its allowed age, whatever happens to later calls. A
+call that fails (timed out, left out by the tier's budget, killed mid-output, unreadable) changes nothing;
+an answer that prints a value as NA replaces it with null at once; a value that answers stop printing ages
+out. Only a complete main table without a card makes that card's values go at once: the card has left.
+
 Nothing here raises for a hardware or tool fault: every failure becomes a SourceStatus.
 """
 
 import concurrent.futures
 import threading
 import time
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ..model import MIB, ChipSample, ProcessSample, SourceStatus
 from . import npusmi_kv
@@ -57,8 +62,10 @@ class NpuSmiSource:
         self._lock = threading.Lock()
         self._table: Optional[MainTable] = None
         self._table_time: Optional[float] = None
-        # (npu, chip) -> query type -> (time, values)
-        self._query_values: Dict[Tuple[int, int], Dict[str, Tuple[float, dict]]] = {}
+        # (npu, chip) -> chip field -> (query type, time it was read, value). Each field has its own time, so
+        # an answer that lacks a line it printed before does not erase that field: the field keeps its last
+        # good value until it is older than the query's allowed age, then goes.
+        self._query_values: Dict[Tuple[int, int], Dict[str, Tuple[str, float, Any]]] = {}
         self._polls: Dict[str, _Poll] = {TABLE_SOURCE: _Poll()}
         self._chip_option_unsupported = False  # 950: "does not support input parameter of -c"
         self._resume_at: Dict[str, int] = {}  # query type -> index of the first call its last poll left out
@@ -153,7 +160,7 @@ class NpuSmiSource:
             poll = self._polls[query_source_name(query)]
             poll.ok, poll.unsupported, poll.error = True, True, "not supported on this product: " + error.message
             return "unsupported"
-        if result.timed_out or result.error:
+        if result.timed_out or result.error or result.killed_by_signal:
             return result.describe_failure()
         if error is not None:
             return error.message
@@ -164,7 +171,9 @@ class NpuSmiSource:
         npu = target[0]
         with self._lock:
             for chip, chip_values in values.items():
-                self._query_values.setdefault((npu, chip), {})[query] = (when, chip_values)
+                fields = self._query_values.setdefault((npu, chip), {})
+                for name, value in chip_values.items():
+                    fields[name] = (query, when, value)
         return None
 
     # -- reading ---------------------------------------------------------------------------------------
@@ -184,9 +193,9 @@ class NpuSmiSource:
         samples = []
         for row in table.chips:
             sample = ChipSample(npu=row.npu, chip=row.chip, driver_version=table.driver_version)
-            for query, (when, values) in query_values.get((row.npu, row.chip), {}).items():
-                if now - when <= self.allowed_age(query, max_age):
-                    sample.update(values)
+            fields = query_values.get((row.npu, row.chip), {})
+            sample.update({name: value for name, (query, when, value) in fields.items()
+                           if now - when <= self.allowed_age(query, max_age)})
             # The main table is the freshest reading: it wins wherever it printed a value.
             sample.update({name: value for name, value in row.values().items() if value is not None})
             sample.processes = [
@@ -218,7 +227,9 @@ class NpuSmiSource:
 
 
 def _parse_table(result: CommandResult) -> Tuple[Optional[MainTable], Optional[str]]:
-    if result.timed_out or result.error:
+    # A table cut short parses (the parser drops the half chip) and lists too few cards: refuse it, or the
+    # cards after the cut would lose their query values as if they had left the host.
+    if result.timed_out or result.error or result.killed_by_signal:
         return None, result.describe_failure()
     known = npusmi_kv.classify_error(result.output)
     if known is not None:

@@ -35,11 +35,19 @@ class CommandResult:
             return self.stderr
         return self.stdout
 
+    @property
+    def killed_by_signal(self) -> bool:
+        """The tool died of a signal other than our timeout kill (a crash, the OOM killer, an operator's kill,
+        our kill at shutdown): its output may stop anywhere, even at a line end, so it is not an answer."""
+        return self.returncode is not None and self.returncode < 0
+
     def describe_failure(self) -> str:
         if self.error:
             return self.error
         if self.timed_out:
             return "timed out after {:.1f}s (process group killed)".format(self.duration_seconds)
+        if self.killed_by_signal:
+            return "killed by {} before it finished".format(_signal_name(-self.returncode))
         first = (self.stderr.strip() or self.stdout.strip()).splitlines()
         return "exit status {}{}".format(self.returncode, ": " + first[0][:200] if first else "")
 
@@ -142,6 +150,13 @@ def _kill_and_reap(proc: "subprocess.Popen[bytes]"):
                 pipe.close()
         proc.wait()
         return b"", b""
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return "signal {}".format(number)
 
 
 def _decode(data: Optional[bytes]) -> str:
