@@ -52,6 +52,7 @@ log = logging.getLogger(__name__)
 STOP_GRACE_SECONDS = 3.0  # SIGTERM to exit, well inside the promised 5 s and the unit's TimeoutStopSec
 PROGRESS_SLACK_SECONDS = 5.0  # time a table job may spend on rules and services beyond its npu-smi call
 RETRY_FAILED_TIER_SECONDS = 60.0  # a query tier with a longer interval whose poll failed tries again this soon
+FIRST_TABLE_WAIT_SECONDS = 1.0  # a query tier that ran before the first main table was read tries again this soon
 JOB_THREADS = 32  # more than there are jobs, so a job never waits for a thread
 
 
@@ -289,15 +290,23 @@ class Daemon:
     def run_tier(self, tier: str) -> None:
         collector = self.collector
         self._guarded(tier, collector.poll, tier)
-        # A slow npu-smi query tier (ecc, board) that failed -- say the table could not be read yet at start --
-        # must not stay empty for a whole interval: its next run moves up. The interval resumes after a success.
-        # (Other sources keep their own pace: a probe, for one, costs NPU time.)
-        if tier in QUERY_TYPES and collector.tiers().get(tier, 0) > RETRY_FAILED_TIER_SECONDS \
-                and self._tier_failed(collector, tier):
-            try:
-                self.scheduler.modify_job(tier, next_run_time=_utc_in(RETRY_FAILED_TIER_SECONDS))
-            except JobLookupError:  # removed by a reload or a stop meanwhile
-                pass
+        # A query tier that could not run must not leave its values empty for a whole interval: its next run
+        # moves up, and the interval resumes after a success. (Other sources keep their own pace: a probe, for
+        # one, costs NPU time.)
+        if tier not in QUERY_TYPES:
+            return
+        if not collector.npusmi.table_read():
+            # It ran before npu-smi's first table came back (a slow first answer at start): it could ask no
+            # card, and must not leave the values empty for a whole interval.
+            self._run_tier_again(tier, FIRST_TABLE_WAIT_SECONDS)
+        elif collector.tiers().get(tier, 0) > RETRY_FAILED_TIER_SECONDS and self._tier_failed(collector, tier):
+            self._run_tier_again(tier, RETRY_FAILED_TIER_SECONDS)
+
+    def _run_tier_again(self, tier: str, seconds: float) -> None:
+        try:
+            self.scheduler.modify_job(tier, next_run_time=_utc_in(seconds))
+        except JobLookupError:  # removed by a reload or a stop meanwhile
+            pass
 
     @staticmethod
     def _tier_failed(collector: Collector, query: str) -> bool:

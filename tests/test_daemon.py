@@ -4,6 +4,7 @@ before the first poll, and the pure helpers; plus the systemd notify and journal
 import datetime
 import logging
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -210,21 +211,46 @@ def test_reload_keeps_rule_state_and_the_collector_when_only_thresholds_change(t
 def test_a_slow_tier_that_failed_tries_again_soon_rather_than_after_its_interval(tmp_path, monkeypatch, running):
     monkeypatch.setattr(daemon_module, "RETRY_FAILED_TIER_SECONDS", 0.5)
     sim_state = str(tmp_path / "sim")
-    simulation = prepare_simulation(sim_state, "hang")  # npu-smi hangs from the start
+    simulation = prepare_simulation(sim_state, "healthy")
     target = Target(simulation.npu_smi_argv, simulation.env, simulation.root, simulated=True)
     path = fast_config(tmp_path, "", timeout=2)
     path.write_text(path.read_text().replace("board_seconds: 1", "board_seconds: 3600"))
     daemon = running(Daemon(load(path), target, listen="127.0.0.1:0"))
-    daemon.scheduler.modify_job("board", next_run_time=datetime.datetime.now(datetime.timezone.utc))  # not in 10 s
 
     def board():
         snapshot = daemon.state().snapshot
         return snapshot.sources.get("npu-smi:board") if snapshot else None
 
-    wait_until(lambda: board() and not board().ok, what="the first board poll, skipped")
+    wait_until(lambda: daemon.collector.npusmi.table_read(), what="the first table")
+    set_scenario(sim_state, "hang")  # the board tier's calls now time out
+    daemon.scheduler.modify_job("board", next_run_time=datetime.datetime.now(datetime.timezone.utc))
+    wait_until(lambda: board() and not board().ok, timeout=60, what="the board poll failing")
     set_scenario(sim_state, "healthy")
-    wait_until(lambda: board() and board().ok, timeout=20, what="board polled again long before 3600 s")
+    wait_until(lambda: board() and board().ok, timeout=60, what="board polled again long before 3600 s")
     assert daemon.scheduler.get_job("board").next_run_time.timestamp() > time.time() + 3000  # back to hourly
+
+
+def test_a_query_tier_that_ran_before_the_first_table_runs_again_within_a_second(tmp_path, running):
+    sim_state = str(tmp_path / "sim")
+    simulation = prepare_simulation(sim_state, "hang")  # npu-smi's first answers never come
+    target = Target(simulation.npu_smi_argv, simulation.env, simulation.root, simulated=True)
+    path = fast_config(tmp_path, "", timeout=2)
+    # usages every 30 s (below the failed-tier retry's 60 s interval limit), the other query tiers off
+    path.write_text(re.sub(r"(power|health|ecc|board)_seconds: [0-9.]+", r"\1_seconds: 0",
+                           path.read_text().replace("usages_seconds: 0.5", "usages_seconds: 30")))
+    daemon = running(Daemon(load(path), target, listen="127.0.0.1:0"))
+
+    def usages():
+        snapshot = daemon.state().snapshot
+        return snapshot.sources.get("npu-smi:usages") if snapshot else None
+
+    wait_until(lambda: usages() and "main table" in (usages().error or ""), timeout=30,
+               what="usages skipped without a table")
+    set_scenario(sim_state, "healthy")
+    wait_until(lambda: daemon.collector.npusmi.table_read(), timeout=30, what="the first table")
+    wait_until(lambda: usages() and usages().ok, timeout=15, what="usages polled long before its 30 s interval")
+    assert daemon.state().snapshot.chips[0].aivector_ratio is not None
+    assert daemon.scheduler.get_job("usages").next_run_time.timestamp() > time.time() + 20  # back to its interval
 
 
 def test_stop_is_bounded_even_when_a_service_will_not_close(tmp_path, sim, monkeypatch):

@@ -89,6 +89,11 @@ class NpuSmiSource:
             for key in [key for key in self._query_values if key[0] not in known]:
                 del self._query_values[key]
 
+    def table_read(self) -> bool:
+        """Whether a main table has been read since the source started (the query tiers need its cards)."""
+        with self._lock:
+            return self._table is not None
+
     def poll_query(self, query: str, budget_seconds: Optional[float] = None) -> None:
         """One call per card (or chip). With a budget, the whole poll ends within it: each call's deadline
         is cut to the time left, and calls that would start after it are not made (they count as failed)."""
