@@ -109,6 +109,42 @@ def test_every_chip_at_the_first_poll_then_each_after_its_interval_plus_jitter()
     assert sorted(child.calls) == [0, 0, 1, 1]
 
 
+class TickingClock(Clock):
+    """Time passes while a round runs: every reading is 10 ms after the one before."""
+
+    def __call__(self):
+        now = self.now
+        self.now += 0.01
+        return now
+
+
+def test_a_chip_is_due_again_at_the_wake_up_one_interval_later():
+    child = FakeChild()
+    clock = TickingClock()
+    source = ProbeSource(Config(probe=ProbeConfig(interval_seconds=5, jitter_seconds=0)),
+                         Target(["npu-smi"], None, "/"), clock=clock, rng=random.Random(7), run_child=child,
+                         run_npu_smi=FakeNpuSmi())
+    assert source.interval() == 5
+    for wake_up in range(4):  # the tier wakes every 5 s; the probe itself starts a little after each wake-up
+        clock.now = T0 + 5 * wake_up
+        source.poll(chips(1, with_ids=True))
+    assert len(child.calls) == 4
+
+
+def test_a_probe_killed_because_npumon_stops_is_not_recorded_as_a_failure(caplog):
+    source = None
+
+    def child_killed_by_the_stop(args, timeout):
+        source.close()  # npumon stops while this probe runs: its child dies of SIGKILL
+        return CommandResult(["child"] + list(args), -9, "", "", 0.2)
+
+    source, _ = make_source(child_killed_by_the_stop)
+    with caplog.at_level("INFO"):
+        source.poll(chips(1, with_ids=True))
+    assert probes(source, chips(1), T0)[0] is None
+    assert "failed" not in caplog.text
+
+
 def test_jitter_spreads_the_chips_apart():
     child = FakeChild()
     source, clock = make_source(child, interval_seconds=60, jitter_seconds=30)

@@ -102,6 +102,7 @@ class ProbeSource:
         self._chips: Dict[ChipKey, _ChipState] = {}
         self._logical_ids: Dict[ChipKey, int] = {}
         self._status = SourceStatus(ok=False, error="not polled yet")
+        self._closing = threading.Event()
         self.fresh_seconds = max(config.max_age_seconds, 2 * (settings.interval_seconds + settings.jitter_seconds)
                                  + settings.round_timeout_seconds)
 
@@ -128,13 +129,13 @@ class ProbeSource:
                 planned.append((chip, device_id))
             elif lasting:  # this npu-smi cannot tell: the probe cannot run here, as without a runtime
                 self._record(chip, ProbeSample(state=UNAVAILABLE, time=started, kind=self.settings.kind,
-                                               detail=why_unknown))
+                                               detail=why_unknown), started)
             else:
                 self._skip(chip, started, why_unknown, problem=True,
                            retry_at=started + self.settings.interval_seconds)
         unavailable: List[str] = []  # shared by this round's probes
         with concurrent.futures.ThreadPoolExecutor(max_workers=self.settings.max_concurrent) as pool:
-            for future in [pool.submit(self._probe, chip, device_id, deadline, unavailable)
+            for future in [pool.submit(self._probe, chip, device_id, deadline, unavailable, started)
                            for chip, device_id in planned]:
                 future.result()
         self._update_status(started, attempted=bool(due))
@@ -158,12 +159,14 @@ class ProbeSource:
                 chip.probe = skipped
 
     def close(self) -> None:
+        self._closing.set()
         self._child_runner.terminate_all()
         self._npu_smi_runner.terminate_all()
 
     # -- one chip --------------------------------------------------------------------------------------------
 
-    def _probe(self, chip: ChipSample, device_id: int, deadline: float, unavailable: List[str]) -> None:
+    def _probe(self, chip: ChipSample, device_id: int, deadline: float, unavailable: List[str],
+               round_started: float) -> None:
         timeout = self.settings.timeout_seconds
         started = self._clock()
         if time.monotonic() + timeout > deadline:  # stays due: the next wake-up probes it
@@ -172,9 +175,11 @@ class ProbeSource:
             return
         if unavailable:  # the runtime is missing for every chip alike: do not start a process per chip
             self._record(chip, ProbeSample(state=UNAVAILABLE, time=started, kind=self.settings.kind,
-                                           device_id=device_id, detail=unavailable[0]))
+                                           device_id=device_id, detail=unavailable[0]), round_started)
             return
         result = self._run_child(["--device", str(device_id)], timeout)
+        if self._closing.is_set():  # killed because npumon stops: not the chip's failure
+            return
         try:
             outcome = read_outcome(result)
         except ProbeLaunchError as exc:
@@ -194,13 +199,15 @@ class ProbeSource:
         if outcome.state == FAILED:
             log.info("probe of %s (device %d) failed in %s: %s", chip.subject, device_id, sample.failed_stage,
                         sample.detail)
-        self._record(chip, sample)
+        self._record(chip, sample, round_started)
 
-    def _record(self, chip: ChipSample, sample: ProbeSample) -> None:
+    def _record(self, chip: ChipSample, sample: ProbeSample, round_started: float) -> None:
         with self._lock:
             state = self._state(chip.key)
             state.result, state.skipped, state.problem = sample, None, None
-            state.next_due = sample.time + self.settings.interval_seconds + self._rng.uniform(
+            # Counted from the round's wake-up: counted from the probe's own (slightly later) start, the chip
+            # would just miss the wake-up one interval later and wait for the one after.
+            state.next_due = round_started + self.settings.interval_seconds + self._rng.uniform(
                 0.0, self.settings.jitter_seconds)
 
     def _skip(self, chip: ChipSample, when: float, reason: str, problem: bool = False,
