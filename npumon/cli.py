@@ -69,6 +69,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--sim-state", metavar="DIR",
                      help="with --simulate: keep the simulation's state in DIR (created or reset, kept at exit), "
                           "so that npumon.sim.set_scenario(DIR, SCENARIO) can switch its scenario while it runs")
+    run.add_argument("--sim-time-scale", metavar="FACTOR", type=_time_scale, default=1.0,
+                     help="with --simulate: run the scenario's clock FACTOR times faster than wall time, to see "
+                          "hour-long trends (a leak, rising ECC counts) in minutes (default: 1)")
     run.set_defaults(func=cmd_run)
 
     scenarios = commands.add_parser("scenarios", help="list the simulator's scenarios and products")
@@ -90,6 +93,16 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sim-product", metavar="PRODUCT", help="simulated product (default: the scenario's)")
     parser.add_argument("--log-level", choices=("debug", "info", "warning", "error"),
                         help="log level (default: the config's, info)")
+
+
+def _time_scale(text: str) -> float:
+    try:
+        factor = float(text)
+    except ValueError:
+        factor = float("nan")
+    if not (0 < factor <= 100000):  # also refuses nan and inf
+        raise argparse.ArgumentTypeError("must be a number above 0 and at most 100000, got {!r}".format(text))
+    return factor
 
 
 def setup_logging(level: str) -> None:
@@ -124,7 +137,8 @@ def open_target(args: argparse.Namespace, config: Config, require_npu_smi: bool 
     state_dir = kept_state_dir or tempfile.mkdtemp(prefix="npumon-sim-")
     try:
         try:
-            sim = prepare_simulation(state_dir, args.simulate, product=args.sim_product)
+            sim = prepare_simulation(state_dir, args.simulate, product=args.sim_product,
+                                     time_scale=getattr(args, "sim_time_scale", 1.0))
         except ScenarioError as exc:
             raise UserError(str(exc)) from None
         except OSError as exc:  # an unusable --sim-state directory
@@ -219,6 +233,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                 raise UserError("--listen: {}".format(exc)) from None
         if args.sim_state and args.simulate is None:
             raise UserError("--sim-state needs --simulate")
+        if args.sim_time_scale != 1.0 and args.simulate is None:
+            raise UserError("--sim-time-scale needs --simulate")
         with open_target(args, config, require_npu_smi=False) as target:
             if target.sim_state_dir:
                 sim_state_dirs.append(target.sim_state_dir)

@@ -7,6 +7,8 @@ import pwd
 import re
 import shutil
 import socket
+import subprocess
+import sys
 import tempfile
 import threading
 from pathlib import Path
@@ -16,6 +18,7 @@ import pytest
 
 from npumon.model import DeviceFile, HostSample
 from npumon.sim.hostroot import HostRootSpec, SimLink, advance_cpu, write_host_root
+from npumon.sim.scenario import load_scenario
 from npumon.sources.host import (
     HostCollector,
     HostParseError,
@@ -634,3 +637,74 @@ def test_device_file_accessibility_for_an_ordinary_user():
                               "/dev/davinci_manager": os.geteuid() != 0}
     finally:
         shutil.rmtree(root)
+
+
+# --- the device-permissions scenario: what `npumon check` shows without the privilege to open them ---------
+
+
+CHECK_TIMEOUT = 120
+
+
+def test_sim_tree_closes_the_inaccessible_device_files_and_rewrites_them(tmp_path):
+    def modes():
+        dev = tmp_path / "dev"
+        return {name: os.stat(str(dev / name)).st_mode & 0o777 for name in ("davinci3", "davinci4", "davinci_manager")}
+
+    write_host_root(str(tmp_path), HostRootSpec(inaccessible_device_files=["/dev/davinci3", "/dev/davinci_manager"]))
+    assert modes() == {"davinci3": 0o000, "davinci4": 0o660, "davinci_manager": 0o000}
+    write_host_root(str(tmp_path), HostRootSpec())  # the same tree with the modes put right
+    assert modes() == {"davinci3": 0o660, "davinci4": 0o660, "davinci_manager": 0o660}
+
+
+def _check_without_file_privileges(scenario: str, workdir: str) -> subprocess.CompletedProcess:
+    """`npumon check --json --simulate=SCENARIO` as a user that file modes apply to.
+
+    Not root: as the test's user. Root: as nobody, in `workdir` (nobody's own, also its TMPDIR for the
+    simulation's state). If this Python cannot even start as nobody (its installation lies under root's
+    private home, say), root runs it without the two capabilities that let it ignore file modes, as a
+    unit without CAP_DAC_OVERRIDE would.
+    """
+    argv = [sys.executable, "-m", "npumon.cli", "check", "--json", "--simulate=" + scenario]
+    env = dict(os.environ, TMPDIR=workdir)
+    options = dict(env=env, cwd=workdir, capture_output=True, text=True, timeout=CHECK_TIMEOUT)
+    if os.geteuid() != 0:
+        return subprocess.run(argv, **options)
+    nobody = pwd.getpwnam("nobody")
+    as_nobody = dict(user=nobody.pw_uid, group=nobody.pw_gid, extra_groups=[])
+    os.chown(workdir, nobody.pw_uid, nobody.pw_gid)
+    try:
+        starts = subprocess.run([sys.executable, "-c", "import psutil, yaml, npumon.cli"], **options, **as_nobody)
+    except PermissionError:  # the interpreter itself is out of nobody's reach
+        starts = None
+    if starts is not None and starts.returncode == 0:
+        return subprocess.run(argv, **options, **as_nobody)
+    os.chown(workdir, 0, 0)
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.skip("{} cannot run as nobody, and dropping root's file capabilities needs setpriv "
+                    "(util-linux)".format(sys.executable))
+    return subprocess.run([setpriv, "--bounding-set", "-dac_override,-dac_read_search"] + argv, **options)
+
+
+def test_device_permissions_scenario_warns_when_npumon_cannot_open_the_files():
+    workdir = tempfile.mkdtemp(prefix="npumon-devperm-")
+    try:
+        proc = _check_without_file_privileges("device-permissions", workdir)
+    finally:
+        shutil.rmtree(workdir)
+    assert proc.returncode == 1, (proc.stdout[-2000:], proc.stderr[-2000:])
+    doc = json.loads(proc.stdout)
+    assert doc["status"] == "warning"
+    assert [finding["rule"] for finding in doc["findings"]] == ["device-files-inaccessible"]
+    named = re.findall(r"(/dev/\S+) \(", doc["findings"][0]["summary"])
+    assert sorted(named) == sorted(load_scenario("device-permissions")["host"]["inaccessible_device_files"])
+    assert "Traceback" not in proc.stderr
+
+
+def test_device_permissions_scenario_is_quiet_for_root_who_opens_everything():
+    if os.geteuid() != 0:
+        pytest.skip("needs root: the point is that root's check sees nothing wrong")
+    proc = subprocess.run([sys.executable, "-m", "npumon.cli", "check", "--json", "--simulate=device-permissions"],
+                          capture_output=True, text=True, timeout=CHECK_TIMEOUT)
+    assert proc.returncode == 0, (proc.stdout[-2000:], proc.stderr[-2000:])
+    assert json.loads(proc.stdout)["findings"] == []

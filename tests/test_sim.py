@@ -36,7 +36,7 @@ def capture(name, skip=0):
 
 def chip_values(**values):
     fields = {field.name: 0 for field in dataclasses.fields(ChipValues)}
-    fields.update(health="OK", errors=[], power_watts=0.0, processes=[])
+    fields.update(health="OK", compatibility="OK", errors=[], power_watts=0.0, processes=[])
     fields.update(values)
     return ChipValues(**fields)
 
@@ -267,6 +267,13 @@ def test_every_built_in_scenario_loads_and_overrides_reach_only_their_devices():
     ("product: atlas-900\n", ":1: product: unknown product 'atlas-900'"),
     ("product: atlas-800i-a2\nchips:\n  default:\n    health: {steps: {0: OK, 60: Broken}}\n",
      ":4: chips.default.health.steps: must be one of OK"),
+    ("product: atlas-800i-a2\nchips:\n  overrides:\n    - devices: [2]\n      compatibility: BAD\n",
+     ":5: chips.overrides[0].compatibility: must be one of OK, NOK, UNKNOWN, NOT SUPPORT"),
+    ("product: atlas-800i-a2\nhost:\n  inaccessible_device_files: [dev/davinci3]\n",
+     ":3: host.inaccessible_device_files: expected an absolute path"),
+    ("product: atlas-800i-a2\nhost:\n  missing_device_files: [/dev/hisi_hdc]\n"
+     "  inaccessible_device_files: [/dev/davinci0, /dev/hisi_hdc]\n",
+     ":4: host.inaccessible_device_files: /dev/hisi_hdc is also in missing_device_files"),
     ("product: atlas-800i-a2\nhost:\n  numa_nodes: 3\n  cpu_busy_ratio: [0.1, 0.2]\n",
      ":4: host.cpu_busy_ratio: give one ratio for all NUMA nodes or one per node"),
     ("product: atlas-800i-a2\ndelay_seconds: -1\n", ":2: delay_seconds: must be within"),
@@ -284,7 +291,7 @@ def test_scenario_errors_name_file_line_and_key(tmp_path, text, expected):
 
 
 def test_unknown_scenario_and_bad_arguments_are_rejected(tmp_path):
-    with pytest.raises(ScenarioError, match="unknown scenario 'nope'; built-in scenarios: cpu-bottleneck"):
+    with pytest.raises(ScenarioError, match="unknown scenario 'nope'; built-in scenarios: .*cpu-bottleneck"):
         prepare_simulation(str(tmp_path), "nope")
     with pytest.raises(ScenarioError, match="unknown product 'atlas-9000'; known: atlas-200i-a2"):
         prepare_simulation(str(tmp_path), "healthy", product="atlas-9000")
@@ -367,6 +374,25 @@ def test_memory_bound_runs_hbm_bandwidth_above_90_percent(tmp_path):
     sim = prepare_simulation(str(tmp_path), "memory-bound", time_scale=0)
     text = run(sim, "info", "-t", "usages", "-i", "0").stdout
     assert int(text.split("HBM Bandwidth Usage Rate(%)    : ")[1].split()[0]) > 90
+
+
+def _compatibility_lines(board_text):
+    """The values of every `Compatibility` line of a `-t board` output."""
+    return [line.split(":", 1)[1].strip() for line in board_text.splitlines()
+            if line.strip().startswith("Compatibility ")]
+
+
+def test_board_incompatible_prints_nok_for_the_card_of_device_2_only(tmp_path):
+    sim = prepare_simulation(str(tmp_path), "board-incompatible", time_scale=0)
+    printed = {npu: _compatibility_lines(run(sim, "info", "-t", "board", "-i", str(npu)).stdout) for npu in range(8)}
+    assert printed == {npu: ["NOK" if npu == 2 else "OK"] for npu in range(8)}
+    # device 2 opens a card on the multi-chip products too; the SoC board prints no Compatibility at all
+    for product_name, nok_card in (("atlas-a3", 1), ("atlas-300i-duo", 5), ("atlas-200i-a2", None)):
+        host = sim_host(_state("board-incompatible", product_name), 0.0)
+        printed = {npu: _compatibility_lines(respond(["info", "-t", "board", "-i", str(npu)], host)[0])
+                   for npu in host.product.cards}
+        expected_line = [] if nok_card is None else ["OK"]
+        assert printed == {npu: ["NOK"] if npu == nok_card else expected_line for npu in host.product.cards}
 
 
 def test_slow_answers_after_its_delay_and_user_scenario_files_work(tmp_path):
@@ -500,7 +526,10 @@ def test_outputs_parse_back_to_the_scenario_values(product_name, scenario_name):
                         if not (product.name == "atlas-a3" and slot.chip == 1)}
             assert {chip: values["power_watts"] for chip, values in kv.parse_power(power_text).items()} == reported
         if state["scenario"]["behaviour"] != "unsupported":
-            assert kv.parse_board(board_text)[0]["firmware_version"] == sim.firmware_version
+            board = kv.parse_board(board_text)[0]
+            assert board["firmware_version"] == sim.firmware_version
+            # the card's first chip decides its Compatibility line; SoC boards print none
+            assert board.get("compatibility") == (None if product.name == "atlas-200i-a2" else card[0][1].compatibility)
 
 
 # -- helpers ----------------------------------------------------------------------------------------------
@@ -540,3 +569,32 @@ def _alive(pid):
             return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
     except FileNotFoundError:
         return False
+
+
+def test_hbm_leak_grows_one_chips_memory_and_its_process_with_the_same_pid(tmp_path):
+    sim = prepare_simulation(str(tmp_path), "hbm-leak", time_scale=0)
+    state = read_state(sim.env["NPUMON_SIM_STATE"])
+    early, late = ({slot.device_id: values for slot, values in sim_host(state, t).chips} for t in (0.0, 3 * 3600.0))
+    assert late[4].memory_used_mb - early[4].memory_used_mb > 0.15 * 65536  # 18 % of 64 GiB in 3 hours
+    assert [pid for pid, _, _ in late[4].processes] == [pid for pid, _, _ in early[4].processes]
+    assert late[4].processes[0][2] > early[4].processes[0][2]  # the process holds the growth
+    assert all(late[device].memory_used_mb == early[device].memory_used_mb for device in early if device != 4)
+    # the table npumon reads every poll shows it too
+    assert "VLLMEngineCore" in run(sim, "info").stdout
+
+
+def test_serving_saturated_queue_only_grows_while_every_chip_is_above_90_percent(tmp_path):
+    sim = prepare_simulation(str(tmp_path), "serving-saturated")
+    state_dir = sim.env["NPUMON_SIM_STATE"]
+    start = read_state(state_dir)["start_time"]
+    depths = [serving_queue_depth(state_dir, start + t) for t in range(0, 600, 5)]
+    assert all(later > earlier for earlier, later in zip(depths, depths[1:]))
+    state = read_state(state_dir)
+    assert all(values.aicore_percent > 90 for t in (0.0, 15.0, 300.0) for _, values in sim_host(state, t).chips)
+
+
+def test_a_process_memory_ramp_is_checked_like_every_other_ramp(tmp_path):
+    path = tmp_path / "leak.yaml"
+    path.write_text("product: atlas-800i-a2\nchips:\n  default:\n    processes:\n      - {name: p, memory_percent: {start: 1, bogus: 2}}\n")
+    with pytest.raises(ScenarioError, match=r"leak\.yaml:5: .*memory_percent\.bogus: unknown key"):
+        load_scenario(str(path))

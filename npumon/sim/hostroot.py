@@ -2,7 +2,8 @@
 
 The tree mirrors a real Atlas host under a root directory: procfs and sysfs files, the Ascend version
 files in the formats of real captures, and the /dev entries. Device nodes are plain files with mode
-0o660 because creating character devices needs privileges tests do not have.
+0o660 (0o000 for the spec's inaccessible ones) because creating character devices needs privileges
+tests do not have.
 
 CPU time: the exact, fractional jiffies of every CPU are kept in a small JSON file beside the tree
 (<root>/.sim/) and /proc/stat is rendered from them rounded to whole jiffies, so many small
@@ -23,6 +24,10 @@ from ..sources.host import MANAGEMENT_DEVICE_FILES, PCI_LINK_FILES
 USER_HZ = 100  # jiffies per second in /proc/stat
 BOOT_SECONDS = 3600.0  # a fresh tree looks as if it had been up an hour at the spec's CPU ratios
 DEVICE_FILE_MODE = 0o660
+# A device file npumon's user cannot open (on a real host: left root-owned with mode 0600 after a driver
+# reinstall). The tree belongs to whoever writes it, so the simulator takes every permission away, the
+# owner's too; root opens it all the same.
+INACCESSIBLE_DEVICE_FILE_MODE = 0o000
 _SIM_DIR = ".sim"
 _CPU_STATE = "cpu_jiffies.json"
 _CPU_LOCK = "cpu.lock"
@@ -55,6 +60,7 @@ class HostRootSpec:
     firmware_compatible_driver: str = "[23.0.0,25.5.99]"
     device_count: int = 8
     missing_device_files: List[str] = field(default_factory=list)  # e.g. ["/dev/devmm_svm"]
+    inaccessible_device_files: List[str] = field(default_factory=list)  # written with INACCESSIBLE_DEVICE_FILE_MODE
     links: List[SimLink] = field(default_factory=list)
 
 
@@ -223,9 +229,11 @@ def _write_device_files(root: str, spec: HostRootSpec) -> None:
     os.makedirs(dev, exist_ok=True)
     for host_path in wanted:
         path = os.path.join(dev, os.path.basename(host_path))
-        with open(path, "a"):
-            pass
-        os.chmod(path, DEVICE_FILE_MODE)
+        if not os.path.exists(path):  # opening an existing one would fail if an earlier spec closed it
+            with open(path, "a"):
+                pass
+        inaccessible = host_path in spec.inaccessible_device_files
+        os.chmod(path, INACCESSIBLE_DEVICE_FILE_MODE if inaccessible else DEVICE_FILE_MODE)
 
 
 def _write_links(root: str, spec: HostRootSpec) -> None:

@@ -26,6 +26,7 @@ def host_root_spec(product: Product, host: Dict[str, Any], cpu_busy_ratio: List[
         firmware_compatible_driver=host["firmware_compatible_driver"],
         device_count=len(product.slots()),
         missing_device_files=missing,
+        inaccessible_device_files=list(host["inaccessible_device_files"]),
         links=_links(product, host["pcie_links"], host["numa_nodes"]),
     )
 

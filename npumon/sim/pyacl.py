@@ -13,6 +13,10 @@ device comes back. What goes wrong comes from the scenario:
     chips: ... probe: {corrupt: rt.memcpy}     device-to-host copies come back with a flipped bit
     chips: ... probe: {corrupt: mdl.execute}   the model's output is off
     chips: ... probe: {device_status: abnormal}   query_device_status reports ABNORMAL
+    chips: ... probe: {slow: rt.synchronize_stream_with_timeout, delay_seconds: {steps: [[0, 0], [1800, 2]]}}
+        that call takes that many more (wall-clock) seconds, the value at the scenario time the probe starts.
+        A synchronize_stream_with_timeout slower than its timeout returns 507046 at the timeout, as the real
+        one does; any other call slower than probe.timeout_seconds is killed by the daemon (a timeout failure).
 
 A simulated .om model is a small JSON file with one float32 input and one output = input x factor:
     {"npumon_simulated_model": "scale", "factor": 2.0, "elements": 16}
@@ -39,11 +43,12 @@ ACL_ERROR_READ_MODEL_FAILURE = 100014
 ACL_ERROR_RT_PARAM_INVALID = 107000
 ACL_ERROR_RT_INVALID_DEVICEID = 107001
 ACL_ERROR_RT_CONTEXT_NULL = 107002
+ACL_ERROR_RT_STREAM_SYNC_TIMEOUT = 507046
 
 MEMCPY_DIRECTIONS = {0: ("host", "host"), 1: ("device", "host"), 2: ("host", "device"), 3: ("device", "device")}
 RT_DEVICE_STATUS = {"normal": 0, "abnormal": 1}
 
-# Calls a scenario may make fail or hang, and the ones whose data it may corrupt.
+# Calls a scenario may make fail, hang or slow, and the ones whose data it may corrupt.
 FAULT_CALLS = ("rt.set_device", "rt.create_context", "rt.create_stream", "rt.query_device_status",
                "rt.get_mem_info", "rt.malloc", "rt.malloc_host", "rt.memcpy", "rt.synchronize_stream",
                "rt.synchronize_stream_with_timeout", "mdl.load_from_file", "mdl.execute", "rt.free",
@@ -120,10 +125,17 @@ class SimulatedAcl:
 
     # -- faults ------------------------------------------------------------------------------------------
 
-    def _fault(self, call: str) -> Optional[int]:
-        """The error code the scenario makes `call` return now (None: behave); hangs if it says so."""
+    def _fault(self, call: str, timeout_seconds: Optional[float] = None) -> Optional[int]:
+        """The error code the scenario makes `call` return now (None: behave); hangs or takes longer if it
+        says so. `timeout_seconds`: how long a call that has a timeout waits before it gives up."""
         if self._plan.get("hang") == call:
             self._on_hang()
+        if self._plan.get("slow") == call:
+            delay = self._plan["delay_seconds"]
+            if timeout_seconds is not None and delay > timeout_seconds:
+                time.sleep(timeout_seconds)
+                return ACL_ERROR_RT_STREAM_SYNC_TIMEOUT
+            time.sleep(delay)
         if self._plan.get("fail") == call:
             return self._plan["error_code"]
         return None
@@ -315,20 +327,21 @@ class SimulatedAcl:
         return ACL_SUCCESS
 
     def rt_synchronize_stream(self, stream: int) -> int:
-        return self._synchronize("rt.synchronize_stream", stream)
+        return self._synchronize("rt.synchronize_stream", stream, None)
 
     def rt_synchronize_stream_with_timeout(self, stream: int, timeout_ms: int) -> int:
         if not isinstance(timeout_ms, int) or timeout_ms < -1 or timeout_ms == 0:
             return ACL_ERROR_RT_PARAM_INVALID
-        return self._synchronize("rt.synchronize_stream_with_timeout", stream)
+        timeout_seconds = None if timeout_ms == -1 else timeout_ms / 1000.0  # -1 waits for ever
+        return self._synchronize("rt.synchronize_stream_with_timeout", stream, timeout_seconds)
 
-    def _synchronize(self, call: str, stream: int) -> int:
+    def _synchronize(self, call: str, stream: int, timeout_seconds: Optional[float]) -> int:
         not_ready = self._not_ready()
         if not_ready:
             return not_ready
         if stream not in self._streams:
             return ACL_ERROR_RT_PARAM_INVALID
-        return self._fault(call) or ACL_SUCCESS
+        return self._fault(call, timeout_seconds) or ACL_SUCCESS
 
     # -- acl.util ----------------------------------------------------------------------------------------
 
@@ -502,7 +515,7 @@ def load_for_probe_child() -> SimulatedAcl:
         return (slot.memory_total_mb - used_mb) * 1048576, slot.memory_total_mb * 1048576
 
     return SimulatedAcl(len(slots), product.mapping_name.replace(" ", ""), memory_of,
-                        lambda device: probe_plan_at(chips_spec, device), runtime["init_error_code"],
+                        lambda device: probe_plan_at(chips_spec, device, t), runtime["init_error_code"],
                         on_hang=lambda: _hang(state_dir))
 
 

@@ -273,13 +273,14 @@ def _card_power(card_chips: Sequence[Chip]) -> float:
 def _card_board(product: Product, npu: int, card_chips: Sequence[Chip], driver_version: str,
                 firmware_version: str) -> Lines:
     board = product.board
-    first_slot = card_chips[0][0]
+    first_slot, first_values = card_chips[0]
+    compatibility = first_values.compatibility  # one line for the whole card: its first chip's value
     slot_id = product.cards.index(npu)
     if product.is_server:
         lines = [_kv("NPU ID", npu), _kv("Product Name", board.product_name), _kv("Model", board.model),
                  _kv("Manufacturer", board.manufacturer), _kv("Serial Number", product.serial_number(npu)),
                  _kv("Software Version", driver_version), _kv("Firmware Version", firmware_version),
-                 _kv("Compatibility", "OK"), _kv("Board ID", "0x%02x" % board.board_id)]
+                 _kv("Compatibility", compatibility), _kv("Board ID", "0x%02x" % board.board_id)]
         if board.main_board_id is not None:
             lines.append(_kv("Main Board ID", "0x%02x" % board.main_board_id))
         return lines + [_kv("PCB ID", board.pcb_id), _kv("BOM ID", board.bom_id)] \
@@ -288,7 +289,7 @@ def _card_board(product: Product, npu: int, card_chips: Sequence[Chip], driver_v
              _kv("Manufacturer", board.manufacturer), _kv("Serial Number", product.serial_number(npu)),
              _kv("Software Version", driver_version), _kv("Firmware Version", firmware_version)]
     if first_slot.bus_id is not None:  # SoC boards print no compatibility and no PCIe block
-        lines.append(_kv("Compatibility", "OK"))
+        lines.append(_kv("Compatibility", compatibility))
     lines += [_kv("Board ID", "0x%02x" % board.board_id), _kv("PCB ID", board.pcb_id), _kv("BOM ID", board.bom_id)]
     if first_slot.bus_id is not None:
         lines += _pcie_ids(product, first_slot, slot_id)

@@ -16,14 +16,14 @@ import yaml
 
 from .products import PRODUCTS
 from .pyacl import CORRUPTIBLE_CALLS, DEFAULT_ACL_RUNTIME, FAULT_CALLS, RT_DEVICE_STATUS
-from .values import CHIP_FIELDS, ERRORS, HEALTH_STATES, HOST_FIELDS, NUMBER, PROBE, PROCESSES, TEXT
+from .values import CHIP_FIELDS, ERRORS, HOST_FIELDS, NUMBER, PROBE, PROCESSES, TEXT, TEXT_CHOICES
 
 SCENARIO_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "scenarios")
 BEHAVIOURS = ("normal", "hang", "garbage", "unsupported")
 _RAMP_KEYS = ("start", "per_minute", "wobble", "period_seconds", "min", "max")
 _TOP_KEYS = ("description", "product", "behaviour", "delay_seconds", "garbage", "serving_queue_depth", "chips",
              "host", "acl_runtime")
-_PROBE_KEYS = ("fail", "error_code", "hang", "corrupt", "device_status")
+_PROBE_KEYS = ("fail", "error_code", "hang", "corrupt", "device_status", "slow", "delay_seconds")
 _GARBAGE_KEYS = ("table_keep_fraction", "query_keep_fraction")
 DEFAULT_GARBAGE = {"table_keep_fraction": 0.6, "query_keep_fraction": 0.5}
 
@@ -159,7 +159,7 @@ class _Checker:
             if kind == NUMBER:
                 values[name] = self.expression(item, field_key)
             elif kind == TEXT:
-                values[name] = self.health(item, field_key)
+                values[name] = self.choice(item, field_key, TEXT_CHOICES[name])
             elif kind == ERRORS:
                 values[name] = self.errors(item, field_key)
             elif kind == PROCESSES:
@@ -192,6 +192,11 @@ class _Checker:
         if len(ratios) not in (0, 1, nodes):
             self.fail(where.value["cpu_busy_ratio"], "host.cpu_busy_ratio",
                       "give one ratio for all NUMA nodes or one per node ({} nodes)".format(nodes))
+        both = [path for path in host.get("inaccessible_device_files", [])
+                if path in host.get("missing_device_files", [])]
+        if both:
+            self.fail(where.value["inaccessible_device_files"], "host.inaccessible_device_files",
+                      "{} is also in missing_device_files: a file is either missing or there".format(both[0]))
         return host
 
     # -- single values ----------------------------------------------------------------------------------
@@ -235,12 +240,13 @@ class _Checker:
             self.fail(where, key, "expected an absolute path such as /dev/devmm_svm, got {!r}".format(path))
         return path
 
-    def expression(self, where: _Where, key: str) -> Any:
-        """A number, a ramp/wobble mapping, or steps of numbers."""
+    def expression(self, where: _Where, key: str, low: Optional[float] = None) -> Any:
+        """A number, a ramp/wobble mapping, or steps of numbers. A number or step below `low` is refused; a
+        ramp may pass it over time (its user clamps it)."""
         if not isinstance(where.value, dict):
-            return self.number(where, key)
+            return self.number(where, key, low=low)
         if "steps" in where.value:
-            return {"steps": self.steps(where, key, lambda item, step_key: self.number(item, step_key))}
+            return {"steps": self.steps(where, key, lambda item, step_key: self.number(item, step_key, low=low))}
         ramp = self.mapping(where, key, _RAMP_KEYS)
         result = {name: self.number(item, "{}.{}".format(key, name)) for name, item in ramp.items()}
         if result.get("wobble") and result.get("period_seconds", 1.0) <= 0:
@@ -249,10 +255,11 @@ class _Checker:
             self.fail(ramp["min"], key + ".min", "is greater than max")
         return result
 
-    def health(self, where: _Where, key: str) -> Any:
+    def choice(self, where: _Where, key: str, choices: Tuple[str, ...]) -> Any:
+        """One of `choices` (e.g. a health state), or steps of them."""
         def state(item: _Where, state_key: str) -> str:
-            if item.value not in HEALTH_STATES:
-                self.fail(item, state_key, "must be one of {}".format(", ".join(HEALTH_STATES)))
+            if item.value not in choices:
+                self.fail(item, state_key, "must be one of {}".format(", ".join(choices)))
             return item.value
 
         if isinstance(where.value, dict):
@@ -306,8 +313,11 @@ class _Checker:
             if "memory_mb" in process:
                 entry["memory_mb"] = self.integer(process["memory_mb"], item_key + ".memory_mb", low=0)
             else:
-                entry["memory_percent"] = self.number(process["memory_percent"], item_key + ".memory_percent",
-                                                      low=0.0, high=100.0)
+                # a constant, or a ramp for a process whose memory grows (the hbm-leak scenario)
+                memory = process["memory_percent"]
+                entry["memory_percent"] = (
+                    self.expression(memory, item_key + ".memory_percent") if isinstance(memory.value, dict)
+                    else self.number(memory, item_key + ".memory_percent", low=0.0, high=100.0))
             if "pid" in process:
                 entry["pid"] = self.integer(process["pid"], item_key + ".pid", low=1)
             result.append(entry)
@@ -329,7 +339,7 @@ class _Checker:
         plan = self.mapping(where, key, _PROBE_KEYS)
         result: Dict[str, Any] = {}
         for name, choices in (("fail", FAULT_CALLS), ("hang", FAULT_CALLS), ("corrupt", CORRUPTIBLE_CALLS),
-                              ("device_status", tuple(RT_DEVICE_STATUS))):
+                              ("device_status", tuple(RT_DEVICE_STATUS)), ("slow", FAULT_CALLS)):
             if name in plan:
                 value = self.text(plan[name], "{}.{}".format(key, name))
                 if value not in choices:
@@ -340,6 +350,11 @@ class _Checker:
                       "fail and error_code go together: the call that fails and the ACL error code it returns")
         if "error_code" in plan:
             result["error_code"] = self.acl_code(plan["error_code"], key + ".error_code")
+        if ("slow" in plan) != ("delay_seconds" in plan):
+            self.fail(where, key + (".delay_seconds" if "slow" in plan else ".slow"),
+                      "slow and delay_seconds go together: the call that takes longer and by how many seconds")
+        if "delay_seconds" in plan:
+            result["delay_seconds"] = self.expression(plan["delay_seconds"], key + ".delay_seconds", low=0.0)
         return result
 
     def acl_runtime(self, where: _Where) -> Dict[str, Any]:

@@ -29,6 +29,7 @@ PROBE = "probe"
 # another value" (see _FOLLOWS) or, for aicore_freq_mhz, the product's rated frequency.
 CHIP_FIELDS: Dict[str, Tuple[str, Any]] = {
     "health": (TEXT, "OK"),
+    "compatibility": (TEXT, "OK"),  # what `-t board` prints for the card; read from the card's chip 0
     "errors": (ERRORS, []),  # [{code: "A4025021", information: "..."}]; what `-t health -c` prints
     "temperature_celsius": (NUMBER, 48),
     "hbm_temperature_celsius": (NUMBER, None),
@@ -55,11 +56,15 @@ CHIP_FIELDS: Dict[str, Tuple[str, Any]] = {
     # [{name: python, memory_mb: 30000 or memory_percent: 80 (of the chip's memory), pid: 4242 (optional)}]
     "processes": (PROCESSES, []),
     # what the simulated pyACL does on this chip's probe (sim/pyacl.py): {} works;
-    # {fail: rt.memcpy, error_code: 507053}, {hang: <call>}, {corrupt: rt.memcpy}, {device_status: abnormal}
+    # {fail: rt.memcpy, error_code: 507053}, {hang: <call>}, {corrupt: rt.memcpy}, {device_status: abnormal},
+    # {slow: <call>, delay_seconds: <value over time>}
     "probe": (PROBE, {}),
 }
 _FOLLOWS = {"hbm_temperature_celsius": "temperature_celsius", "npu_utilization_percent": "aicore_percent"}
 HEALTH_STATES = ("OK", "Warning", "Alarm", "Critical", "UNKNOWN")
+# npu-smi's `Compatibility` values (the npu-smi source, FORMATS.md 4.6); real captures show only OK
+COMPATIBILITY_STATES = ("OK", "NOK", "UNKNOWN", "NOT SUPPORT")
+TEXT_CHOICES = {"health": HEALTH_STATES, "compatibility": COMPATIBILITY_STATES}  # the allowed value of each TEXT
 
 # Host values: name -> (kind, default). Only cpu_busy_ratio may change over time (it drives the fake
 # /proc/stat counters on every call); the rest describe the host as written at prepare time.
@@ -78,6 +83,8 @@ HOST_FIELDS: Dict[str, Tuple[str, Any]] = {
     "driver_compatible_firmware": ("text", "[7.0.0,7.7.99]"),
     "firmware_compatible_driver": ("text", "[23.0.0,25.5.99]"),
     "missing_device_files": ("paths", []),
+    # device files written with a mode their owner (whoever runs the simulation) cannot open
+    "inaccessible_device_files": ("paths", []),
     "pcie_links": ("links", []),  # [{device: 3, current_speed: "8.0 GT/s PCIe", current_width: 8}]
 }
 DEFAULT_SERVING_QUEUE_DEPTH = 2
@@ -112,6 +119,7 @@ class ChipValues:
     ecc_single_bit_isolated_pages: int
     ecc_double_bit_isolated_pages: int
     processes: List[Tuple[int, str, int]] = field(default_factory=list)  # (pid, name, memory MiB)
+    compatibility: str = "OK"  # firmware/driver match as `-t board` prints it for the chip's card
 
 
 def evaluate(expression: Any, t: float, phase: float = 0.0) -> Any:
@@ -160,6 +168,7 @@ def chip_values_at(chips_spec: Dict[str, Any], device_id: int, t: float, memory_
     used_share = min(100.0, max(0.0, numbers.pop("memory_used_percent"))) / 100.0
     return ChipValues(
         health=evaluate(expressions["health"], t),
+        compatibility=evaluate(expressions["compatibility"], t),
         errors=[(int(error["code"], 16), error["information"]) for error in expressions["errors"]],
         temperature_celsius=int(round(numbers["temperature_celsius"])),
         hbm_temperature_celsius=int(round(numbers["hbm_temperature_celsius"])),
@@ -170,16 +179,20 @@ def chip_values_at(chips_spec: Dict[str, Any], device_id: int, t: float, memory_
         hugepages_total=_count(numbers["hugepages_total"]),
         hugepages_used=_count(numbers["hugepages_used"]),
         processes=[(int(process.get("pid", _default_pid(device_id, index))), process["name"],
-                    _process_memory_mb(process, memory_total_mb))
+                    _process_memory_mb(process, memory_total_mb, t))
                    for index, process in enumerate(expressions["processes"])],
         **{name: _percent(numbers[name]) for name in numbers if name.endswith("_percent")},
         **{name: _counter(numbers[name]) for name in numbers if name.startswith("ecc_")},
     )
 
 
-def probe_plan_at(chips_spec: Dict[str, Any], device_id: int) -> Dict[str, Any]:
-    """What the simulated pyACL does when a probe opens this logical device (constant over time)."""
-    return dict(_chip_expressions(chips_spec, device_id)["probe"])
+def probe_plan_at(chips_spec: Dict[str, Any], device_id: int, t: float) -> Dict[str, Any]:
+    """What the simulated pyACL does when a probe opens this logical device at scenario time t. Only the
+    delay of a slow call changes over time; a ramp that dips below 0 means no delay."""
+    plan = dict(_chip_expressions(chips_spec, device_id)["probe"])
+    if "delay_seconds" in plan:
+        plan["delay_seconds"] = max(0.0, float(evaluate(plan["delay_seconds"], t, 0.7 * device_id)))
+    return plan
 
 
 def host_cpu_busy_at(host_spec: Dict[str, Any], t: float) -> List[float]:
@@ -202,10 +215,11 @@ def _default_pid(device_id: int, index: int) -> int:
     return 2290156 + 97 * device_id + index
 
 
-def _process_memory_mb(process: Dict[str, Any], memory_total_mb: int) -> int:
+def _process_memory_mb(process: Dict[str, Any], memory_total_mb: int, t: float) -> int:
     if "memory_mb" in process:
         return int(process["memory_mb"])
-    return int(round(memory_total_mb * process["memory_percent"] / 100.0))
+    percent = min(100.0, max(0.0, float(evaluate(process["memory_percent"], t))))
+    return int(round(memory_total_mb * percent / 100.0))
 
 
 def _percent(value: float) -> int:
