@@ -17,8 +17,8 @@ class Clock:
 
 @pytest.fixture
 def source(tmp_path):
-    def make(scenario="ecc-rising", intervals=None):
-        sim = prepare_simulation(str(tmp_path / scenario), scenario, time_scale=0)
+    def make(scenario="ecc-rising", intervals=None, product=None):
+        sim = prepare_simulation(str(tmp_path / scenario), scenario, product=product, time_scale=0)
         clock = Clock()
         runner = CommandRunner(sim.npu_smi_argv, 10, 2, env=sim.env)
         return NpuSmiSource(runner, clock=clock, intervals=intervals), clock
@@ -36,6 +36,16 @@ def test_query_values_merge_into_the_table_chips(source):
     assert chips[(0, 0)].ecc_double_bit_errors == 0
     assert chips[(0, 0)].aivector_ratio is not None
     assert chips[(0, 0)].temperature_celsius is not None  # from the main table
+
+
+def test_a_card_level_board_answer_reaches_every_chip_of_the_card(source):
+    npusmi, clock = source("board-incompatible", product="atlas-a3")  # 2 chips per card; card 1 is NOK
+    npusmi.poll_table()
+    npusmi.poll_query("board")
+    chips = {chip.key: chip for chip in npusmi.chips(clock.now, 120)}
+    assert len(chips) == 16
+    assert all(chip.firmware_version for chip in chips.values())
+    assert {key for key, chip in chips.items() if chip.compatibility == "NOK"} == {(1, 0), (1, 1)}
 
 
 def test_a_slow_tier_stays_fresh_until_its_next_poll_is_overdue(source):

@@ -36,6 +36,9 @@ QUERY_PARSERS = {
 }
 QUERY_TYPES = tuple(QUERY_PARSERS)
 PER_CHIP_QUERIES = frozenset(("health",))
+# Their card-level answer describes the whole card (firmware, driver, compatibility): every chip of the
+# card gets it, not only chip 0 under which the parser returns it.
+CARD_WIDE_QUERIES = frozenset(("board",))
 
 
 def query_source_name(query: str) -> str:
@@ -175,6 +178,9 @@ class NpuSmiSource:
             return "unreadable output: {}".format(exc)
         npu = target[0]
         with self._lock:
+            if query in CARD_WIDE_QUERIES and target[1] is None and len(values) == 1 and self._table is not None:
+                (card_values,) = values.values()
+                values = {row.chip: card_values for row in self._table.chips if row.npu == npu} or values
             for chip, chip_values in values.items():
                 fields = self._query_values.setdefault((npu, chip), {})
                 for name, value in chip_values.items():
