@@ -15,6 +15,7 @@ import pytest
 import requests
 
 import npumon.daemon as daemon_module
+from daemon_harness import wait_until
 from npumon.collect import Target
 from npumon.config import parse_config
 from npumon.daemon import (Daemon, DaemonState, StartupError, collector_settings, judge_health, progress_deadline,
@@ -68,16 +69,6 @@ def running():
     yield start
     for daemon in daemons:
         daemon.stop()
-
-
-def wait_until(condition, timeout=10.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        assert time.monotonic() < deadline, "{} not reached within {}s".format(what, timeout)
-        time.sleep(0.02)
 
 
 # -- pure helpers ------------------------------------------------------------------------------------------

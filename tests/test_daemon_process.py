@@ -1,10 +1,8 @@
 """`npumon run` as a real process against the simulator: signals, systemd notify, startup errors, and
 npu-smi hanging mid-run."""
 
-import shutil
 import signal
 import socket
-import subprocess
 import time
 
 import pytest
@@ -194,13 +192,8 @@ def test_bad_config_and_missing_tls_files_are_one_line_exit_2(tmp_path, daemons)
     assert line.startswith("npumon: {}:2: poll.table_seconds:".format(bad))
 
 
-def test_tls_from_the_config(tmp_path, daemons):
-    if shutil.which("openssl") is None:
-        pytest.skip("the openssl command is not on PATH; cannot make a test certificate")
-    cert, key = str(tmp_path / "cert.pem"), str(tmp_path / "key.pem")
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-                    "-nodes", "-keyout", key, "-out", cert, "-days", "1", "-subj", "/CN=127.0.0.1",
-                    "-addext", "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True)
+def test_tls_from_the_config(tmp_path, daemons, certificate):
+    cert, key = certificate
     config = write_config(tmp_path, "exporter:\n  tls_cert_file: {}\n  tls_key_file: {}\n".format(cert, key))
     daemon = daemons("--simulate", "--listen", "127.0.0.1:0", "--config", config)
     port = daemon.wait_serving()

@@ -6,11 +6,11 @@ import os
 import shutil
 import socket
 import subprocess
-import time
 
 import pytest
 import requests
 
+from daemon_harness import wait_until
 from npumon.collect import Target
 from npumon.config import parse_config
 from npumon.daemon import Daemon
@@ -60,16 +60,6 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def wait_until(condition, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError("timed out waiting for " + what)
-
-
 @pytest.fixture
 def recorder():
     with RecordingServer() as server:
@@ -95,7 +85,7 @@ def alertmanager(tmp_path, recorder):
             return process.poll() is not None  # died: stop waiting, the assert below says so
 
     try:
-        wait_until(ready, 20, "Alertmanager to start")
+        wait_until(ready, 20, what="Alertmanager to start")
         assert process.poll() is None, (tmp_path / "alertmanager.log").read_text()
         yield base
     finally:
@@ -137,18 +127,18 @@ notify:
     daemon = Daemon(config, Target(sim.npu_smi_argv, sim.env, sim.root, simulated=True), listen="127.0.0.1:0")
     daemon.start()
     try:
-        firing = wait_until(lambda: alerts(alertmanager).get("health-alarm"), 15, "the firing alert")
+        firing = wait_until(lambda: alerts(alertmanager).get("health-alarm"), 15, what="the firing alert")
         assert firing["status"]["state"] == "active"
         labels = firing["labels"]
         assert labels["severity"] == "critical" and labels["subject"] == "npu0/chip0"
         assert labels["npu"] == "0" and labels["chip"] == "0" and labels["cluster"] == "test"
         assert labels["host"] == socket.gethostname()
         assert firing["annotations"]["summary"].startswith("health Alarm") and firing["annotations"]["description"]
-        warning = wait_until(lambda: alerts(alertmanager).get("health-warning"), 5, "the warning alert")
+        warning = wait_until(lambda: alerts(alertmanager).get("health-warning"), 5, what="the warning alert")
         assert warning["status"]["state"] == "suppressed" and warning["status"]["silencedBy"]
 
         # The chip recovers: the resolved push ends the alert in Alertmanager.
-        wait_until(lambda: "health-alarm" not in alerts(alertmanager), ALARM_SECONDS + 15, "the resolved alert")
+        wait_until(lambda: "health-alarm" not in alerts(alertmanager), ALARM_SECONDS + 15, what="the resolved alert")
         assert "health-warning" in alerts(alertmanager)  # still firing, still silenced
         metrics = requests.get("http://127.0.0.1:{}/metrics".format(daemon.web.port), timeout=5).text
         assert 'npumon_notifications_total{receiver="am",result="delivered"} 3.0' in metrics
@@ -162,7 +152,7 @@ notify:
                 if alert["labels"]["alertname"] == "health-alarm"]
 
     statuses = wait_until(lambda: "resolved" in alarm_notifications() and alarm_notifications(), 10,
-                          "Alertmanager's resolved notification")
+                          what="Alertmanager's resolved notification")
     assert statuses[0] == "firing" and statuses[-1] == "resolved"
     assert not [request for request in recorder.requests
                 if any(alert["labels"]["alertname"] == "health-warning" for alert in request.json()["alerts"])]

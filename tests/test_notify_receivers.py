@@ -8,8 +8,6 @@ import base64
 import hashlib
 import hmac
 import json
-import shutil
-import subprocess
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -398,17 +396,6 @@ def test_retry_after_is_passed_on():
     with RecordingServer(lambda request: (429, {"Retry-After": "30"}, b"slow down")) as server:
         answer = receiver("webhook", server.url()).send([alert()], HOST, NOW, None)
     assert (answer.outcome, answer.retry_after) == ("retry", 30.0)
-
-
-@pytest.fixture
-def certificate(tmp_path):
-    if shutil.which("openssl") is None:
-        pytest.skip("the openssl command is not on PATH; cannot make a test certificate")
-    cert, key = str(tmp_path / "cert.pem"), str(tmp_path / "key.pem")
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-                    "-nodes", "-keyout", key, "-out", cert, "-days", "1", "-subj", "/CN=127.0.0.1",
-                    "-addext", "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True)
-    return cert, key
 
 
 @pytest.mark.filterwarnings("ignore::urllib3.exceptions.InsecureRequestWarning")

@@ -2,7 +2,6 @@
 shared/reference/npu-smi) and against edited copies of them. Expected values are read off the
 captures by eye."""
 
-import dataclasses
 import os
 
 import pytest

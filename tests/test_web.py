@@ -3,9 +3,7 @@
 import gzip
 import json
 import logging
-import shutil
 import socket
-import subprocess
 import time
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
@@ -273,19 +271,6 @@ def test_empty_host_means_every_address():
 
 
 # --- TLS --------------------------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def certificate(tmp_path):
-    if shutil.which("openssl") is None:
-        pytest.skip("the openssl command is not on PATH; cannot make a test certificate")
-    cert, key = str(tmp_path / "cert.pem"), str(tmp_path / "key.pem")
-    subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-         "-keyout", key, "-out", cert, "-days", "1", "-subj", "/CN=127.0.0.1",
-         "-addext", "subjectAltName=IP:127.0.0.1"],
-        check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=30)
-    return cert, key
 
 
 def test_tls_serves_metrics_and_survives_plain_http_and_stuck_handshakes(serve, certificate, caplog):
