@@ -296,8 +296,7 @@ class Daemon:
         if tier not in QUERY_TYPES:
             return
         if not collector.npusmi.table_read():
-            # It ran before npu-smi's first table came back (a slow first answer at start): it could ask no
-            # card, and must not leave the values empty for a whole interval.
+            # It ran before npu-smi's first table came back (a slow first answer at start), so it asked no card.
             self._run_tier_again(tier, FIRST_TABLE_WAIT_SECONDS)
         elif collector.tiers().get(tier, 0) > RETRY_FAILED_TIER_SECONDS and self._tier_failed(collector, tier):
             self._run_tier_again(tier, RETRY_FAILED_TIER_SECONDS)
