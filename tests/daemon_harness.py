@@ -95,7 +95,7 @@ class DaemonProcess:
         self._reader.join(5)
 
 
-def wait_until(condition, timeout: float = 10.0, interval: float = 0.05, what: str = "condition"):
+def wait_until(condition, timeout: float = 10.0, *, interval: float = 0.05, what: str = "condition"):
     """Poll `condition()` until it returns something true; return that."""
     deadline = time.monotonic() + timeout
     while True:

@@ -3,7 +3,6 @@ Alertmanager example and its routing, and a real Alertmanager applies its inhibi
 
 import re
 import shutil
-import socket
 import subprocess
 import time
 from pathlib import Path
@@ -12,6 +11,7 @@ import pytest
 import requests
 import yaml
 
+from daemon_harness import free_port
 from npumon.exporter import NATIVE_METRICS
 
 ALERTS = Path(__file__).resolve().parent.parent / "alerts"
@@ -101,12 +101,6 @@ def test_amtool_check_config():
 def test_routing_by_severity(labels, receiver):
     proc = run(AMTOOL, "config", "routes", "test", "--config.file=" + str(AM_EXAMPLE), *labels)
     assert proc.returncode == 0 and proc.stdout.strip() == receiver, proc.stdout + proc.stderr
-
-
-def free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ import subprocess
 import pytest
 import requests
 
-from daemon_harness import wait_until
+from daemon_harness import free_port, wait_until
 from npumon.collect import Target
 from npumon.config import parse_config
 from npumon.daemon import Daemon
@@ -52,12 +52,6 @@ receivers:
       - url: {url}
         send_resolved: true
 """
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture

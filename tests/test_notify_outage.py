@@ -10,8 +10,8 @@ import subprocess
 import sys
 import time
 
+from daemon_harness import free_port, wait_until
 from npumon.notify.outbox import OUTBOX_FILE
-from test_notify_alertmanager import free_port, wait_until
 from test_notify_receivers import RecordingServer
 
 CONFIG = """\
@@ -59,7 +59,7 @@ def test_nothing_is_lost_across_an_outage_and_a_kill_9(tmp_path):
     first, first_log = start_daemon(tmp_path, "health-alarm")
     try:
         wait_until(lambda: [row for row in outbox_rows(tmp_path) if row[1] >= 2] == outbox_rows(tmp_path)
-                   and len(outbox_rows(tmp_path)) == 2, 20, "two firing notifications, tried and failed twice")
+                   and len(outbox_rows(tmp_path)) == 2, 20, what="two firing notifications, tried and failed twice")
     finally:
         os.killpg(first.pid, signal.SIGKILL)  # the daemon and its simulated npu-smi, no goodbye
         first.wait()
@@ -70,9 +70,9 @@ def test_nothing_is_lost_across_an_outage_and_a_kill_9(tmp_path):
     second, second_log = start_daemon(tmp_path, "healthy")
     try:
         wait_until(lambda: [row[0] for row in outbox_rows(tmp_path)] == ["firing", "firing", "resolved", "resolved"],
-                   20, "the resolved notifications to be queued")
+                   20, what="the resolved notifications to be queued")
         with RecordingServer(port=port) as receiver:  # the receiver comes back
-            wait_until(lambda: outbox_rows(tmp_path) == [], 20, "the outbox to drain")
+            wait_until(lambda: outbox_rows(tmp_path) == [], 20, what="the outbox to drain")
             time.sleep(1.5)  # anything sent twice would arrive now
             requests = list(receiver.requests)
     finally:

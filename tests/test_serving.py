@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from daemon_harness import free_port
 from npumon.collect import Target, build_extra_sources
 from npumon.config import Config, ConfigError, parse_config
 from npumon.model import HostSample, Snapshot
@@ -115,12 +116,6 @@ def http_server(route):
         server.shutdown()
         thread.join()
         server.server_close()
-
-
-def free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def serving_sources(config, target):
