@@ -15,7 +15,7 @@ import time
 import timeit
 
 from npumon.sim import prepare_simulation
-from npumon.sources.npusmi_table import parse_info
+from npumon.sources.npusmi.table import parse_info
 from npumon.sources.runner import CommandRunner
 
 
@@ -39,7 +39,7 @@ def check_pass(runs: int = 5):
     for _ in range(runs):
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         started = time.monotonic()
-        proc = subprocess.run([sys.executable, "-m", "npumon.cli", "check", "--simulate", "--sim-product",
+        proc = subprocess.run([sys.executable, "-m", "npumon.cli.main", "check", "--simulate", "--sim-product",
                                "atlas-a3", "--json"], capture_output=True)
         walls.append(time.monotonic() - started)
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -51,8 +51,8 @@ def check_pass(runs: int = 5):
 def npumon_own_cost(runs: int = 5):
     """npumon's own CPU per pass (collection, parsing, rules), without the simulated npu-smi processes,
     which stand in for a real npu-smi whose cost npumon does not control."""
-    from npumon.cli import load_rule_engine
-    from npumon.collect import Collector, Target
+    from npumon.cli.main import load_rule_engine
+    from npumon.sources.collection import Collector, Target
     from npumon.config import Config
 
     config = Config()

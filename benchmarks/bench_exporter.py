@@ -91,7 +91,7 @@ def start_npumon(workdir: str) -> Tuple[subprocess.Popen, int]:
         handle.write("state_dir: {}\n".format(os.path.join(workdir, "state")))
     port = free_port()
     with open(os.path.join(workdir, "npumon.log"), "wb") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "npumon.cli", "run", "--simulate", "--sim-product", PRODUCT,
+        proc = subprocess.Popen([sys.executable, "-m", "npumon.cli.main", "run", "--simulate", "--sim-product", PRODUCT,
                                  "--listen", "127.0.0.1:{}".format(port), "--config", config],
                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log)
     # every tier has answered once (the slow ones start spread over their first 10 s)
@@ -204,7 +204,7 @@ def record_replies(workdir: str):
 def warm_up_polls(config, polls: int) -> int:
     """Polls until the rules' longest window (plus the history's margin) is full, rounded up to 50: until
     then the rule history grows by design; after it, memory must stay flat."""
-    from npumon.daemon import load_rule_set
+    from npumon.daemon.daemon import load_rule_set
     from npumon.rules.history import RETENTION_MARGIN_SECONDS
 
     rules, _ = load_rule_set(config)
@@ -226,9 +226,9 @@ def poll_child(polls: int) -> dict:
     import psutil
     from prometheus_client.exposition import generate_latest
 
-    from npumon.collect import Collector, Target
+    from npumon.sources.collection import Collector, Target
     from npumon.config import parse_config
-    from npumon.daemon import Daemon
+    from npumon.daemon.daemon import Daemon
 
     workdir = tempfile.mkdtemp(prefix="npumon-bench-polls-")
     try:

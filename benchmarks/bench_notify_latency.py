@@ -22,9 +22,9 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import List, Tuple
 
-from npumon.collect import Target
+from npumon.sources.collection import Target
 from npumon.config import parse_config
-from npumon.daemon import Daemon
+from npumon.daemon.daemon import Daemon
 from npumon.sim import prepare_simulation
 from npumon.sim.state import read_state
 

@@ -30,13 +30,13 @@ from typing import Dict, List
 
 from apscheduler.events import EVENT_JOB_SUBMITTED
 
-from npumon.collect import Target
+from npumon.sources.collection import Target
 from npumon.config import Config, PollConfig
-from npumon.daemon import Daemon
-from npumon.probe.config import ProbeConfig
-from npumon.probe.source import ProbeSource
+from npumon.daemon.daemon import Daemon
+from npumon.sources.probe.config import ProbeConfig
+from npumon.sources.probe.source import ProbeSource
 from npumon.sim import prepare_simulation
-from npumon.sources.npusmi import NpuSmiSource
+from npumon.sources.npusmi.source import NpuSmiSource
 from npumon.sources.runner import CommandRunner
 
 

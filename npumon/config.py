@@ -12,10 +12,10 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import yaml
 
-from .control.settings import ControlConfig, control_config_problems
-from .events import EventsConfig, events_config_problems
-from .notify.config import NotifyConfig, validate_notify
-from .probe.config import ProbeConfig, probe_config_problems
+from .services.control.settings import ControlConfig, control_config_problems
+from .services.events.store import EventsConfig, events_config_problems
+from .services.notify.config import NotifyConfig, validate_notify
+from .sources.probe.config import ProbeConfig, probe_config_problems
 from .sources.serving import ServingConfig, serving_config_problems
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
@@ -230,7 +230,7 @@ def _validate(config: Config, node: yaml.Node, path: str) -> None:
         problems.append(("poll.table_seconds", "must be greater than 0 (the main table is always polled)"))
     if bool(config.exporter.tls_cert_file) != bool(config.exporter.tls_key_file):
         problems.append(("exporter.tls_cert_file", "TLS needs both tls_cert_file and tls_key_file"))
-    from .web import WebServerError, parse_listen  # late import: the HTTP server is not needed otherwise
+    from .outputs.web import WebServerError, parse_listen  # late import: the HTTP server is not needed otherwise
 
     try:
         parse_listen(config.exporter.listen)

@@ -97,7 +97,7 @@ class ChipSample:
     processes: List[ProcessSample] = field(default_factory=list)
     pcie: Optional["PcieLink"] = None
     numa_node: Optional[int] = None  # NUMA node of the chip's PCIe device (sysfs numa_node), if known
-    probe: Optional["ProbeSample"] = None  # the latest liveness probe (npumon.probe), while fresh
+    probe: Optional["ProbeSample"] = None  # the latest liveness probe (npumon.sources.probe), while fresh
 
     @property
     def key(self):
@@ -136,7 +136,7 @@ PROBE_STATES = ("ok", "failed", "unavailable", "skipped")
 
 @dataclass(frozen=True)
 class ProbeSample:
-    """A chip's latest liveness probe (npumon.probe): it passed, it failed, the probe cannot run on this
+    """A chip's latest liveness probe (npumon.sources.probe): it passed, it failed, the probe cannot run on this
     host (unavailable), or the chip was not probed this time (skipped: busy, no logical id, ...)."""
 
     state: str  # one of PROBE_STATES

@@ -19,10 +19,10 @@ PORT_LINE = re.compile(r"serving on port (\d+)")
 
 
 class DaemonProcess:
-    """`python -m npumon.cli run ARGS` with stderr collected line by line."""
+    """`python -m npumon.cli.main run ARGS` with stderr collected line by line."""
 
     def __init__(self, args: Sequence[str], env: Optional[Dict[str, str]] = None):
-        self.argv = [sys.executable, "-m", "npumon.cli", "run"] + list(args)
+        self.argv = [sys.executable, "-m", "npumon.cli.main", "run"] + list(args)
         self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.PIPE, env=dict(os.environ, **(env or {})),
                                      start_new_session=True)

@@ -12,7 +12,7 @@ import requests
 import yaml
 
 from daemon_harness import free_port
-from npumon.exporter import NATIVE_METRICS
+from npumon.outputs.exporter import NATIVE_METRICS
 
 ALERTS = Path(__file__).resolve().parent.parent / "alerts"
 RULES = ALERTS / "npumon.rules.yml"

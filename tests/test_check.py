@@ -23,7 +23,7 @@ def capture_text(name):
 
 def run_npumon(*args, env=None, timeout=60):
     started = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "npumon.cli", *args], capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, "-m", "npumon.cli.main", *args], capture_output=True, text=True,
                           env=env, timeout=timeout)
     return proc, time.monotonic() - started
 

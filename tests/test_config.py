@@ -3,7 +3,7 @@
 import pytest
 
 from npumon.config import Config, ConfigError, load_config, parse_config
-from npumon.web import parse_listen
+from npumon.outputs.web import parse_listen
 
 
 def _error(text, tmp_path):

@@ -1,6 +1,6 @@
 """`npumon control` end to end against a simulated board that persists between calls (npu_smi in the config
 points at the simulator), with the event history in a temp state_dir. The commands run in-process through
-npumon.cli.main (the npu-smi calls are real subprocesses); one test runs the real entry point."""
+npumon.cli.main.main (the npu-smi calls are real subprocesses); one test runs the real entry point."""
 
 import json
 import os
@@ -10,8 +10,8 @@ import sys
 
 import pytest
 
-from npumon import cli
-from npumon.events import EventStore, events_path
+from npumon.cli import main as cli
+from npumon.services.events.store import EventStore, events_path
 from npumon.sim.knobs import read_knobs
 from npumon.sim.simulation import prepare_simulation
 
@@ -169,7 +169,7 @@ def test_bad_usage_exits_2(make_host, args, expected):
 
 def test_the_real_entry_point_a_bad_config_is_one_line_and_exit_2(make_host):
     host = make_host("atlas-200i-a2", control="  enabled: true\n  fan: {floor_percent: 300}\n")
-    proc = subprocess.run([sys.executable, "-m", "npumon.cli", "control", "fan", "--safe", "--config",
+    proc = subprocess.run([sys.executable, "-m", "npumon.cli.main", "control", "fan", "--safe", "--config",
                            str(host.config)], capture_output=True, text=True, timeout=120)
     assert (proc.returncode, proc.stdout) == (2, "")
     assert proc.stderr == "npumon: {}:5: control.fan.floor_percent: must be within 0..100\n".format(host.config)

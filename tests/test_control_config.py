@@ -3,7 +3,7 @@
 import pytest
 
 from npumon.config import ConfigError, parse_config
-from npumon.control.settings import curve_problems
+from npumon.services.control.settings import curve_problems
 
 
 def test_control_is_off_by_default_with_a_safe_governor():

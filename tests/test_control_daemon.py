@@ -11,10 +11,10 @@ import psutil
 import pytest
 
 from daemon_harness import DaemonProcess, kill_leftovers, wait_until
-from npumon.collect import Target
+from npumon.sources.collection import Target
 from npumon.config import parse_config
-from npumon.control import service as service_module
-from npumon.daemon import Daemon
+from npumon.services.control import service as service_module
+from npumon.daemon.daemon import Daemon
 from npumon.sim.knobs import read_knobs
 from npumon.sim.simulation import prepare_simulation
 

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from npumon.control.drivers import (AUTO, FULL_SPEED, MANUAL, MIXED, CommandFanDriver, FanReading, HwmonFanDriver,
+from npumon.services.control.drivers import (AUTO, FULL_SPEED, MANUAL, MIXED, CommandFanDriver, FanReading, HwmonFanDriver,
                                     NpuSmiFanDriver, apply_safe_state, build_fan_driver, driver_from_spec,
                                     npu_smi_set_outcome, parse_pwm, substitute_duty)
-from npumon.control.settings import ControlConfig, FanConfig
+from npumon.services.control.settings import ControlConfig, FanConfig
 from npumon.sim.simulation import prepare_simulation
 from npumon.sources.runner import CommandResult, CommandRunner
 

@@ -1,4 +1,4 @@
-"""The fan governor (npumon.control.policy): pure rules first, then hypothesis properties over whole runs of
+"""The fan governor (npumon.services.control.policy): pure rules first, then hypothesis properties over whole runs of
 the control loop (ControlService with a fake driver and a fake clock) - the floor, the safe state on stale
 data within one tick, and the change-rate limit hold for any sequence of temperatures, staleness and
 driver failures."""
@@ -9,13 +9,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from npumon.control.drivers import DriverResult, FanReading, Probe
-from npumon.control.policy import (CURVE, GO_SAFE, HOLD, HOLD_TIME, MISSING, RATE_LIMIT, RATE_WINDOW_SECONDS,
+from npumon.services.control.drivers import DriverResult, FanReading, Probe
+from npumon.services.control.policy import (CURVE, GO_SAFE, HOLD, HOLD_TIME, MISSING, RATE_LIMIT, RATE_WINDOW_SECONDS,
                                    SAFE, SET_DUTY, STARTING, Decision, FanPolicy, GovernorState, Inputs, Reading,
                                    after_action, curve_duty, decide, inputs_from_snapshot, manual_duty_problem,
                                    wanted_duty)
-from npumon.control.service import ControlService
-from npumon.control.settings import AmbientConfig, ControlConfig, FanConfig
+from npumon.services.control.service import ControlService
+from npumon.services.control.settings import AmbientConfig, ControlConfig, FanConfig
 from npumon.model import ChipSample, HostSample, Snapshot, SourceStatus
 
 CURVE_POINTS = ((45.0, 30.0), (60.0, 45.0), (70.0, 65.0), (80.0, 85.0), (85.0, 100.0))

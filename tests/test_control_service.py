@@ -10,14 +10,14 @@ import time
 
 from prometheus_client import CollectorRegistry, generate_latest
 
-from npumon.collect import Collector, Target
+from npumon.sources.collection import Collector, Target
 from npumon.config import parse_config
-from npumon.control import service as service_module
-from npumon.control.ambient import AmbientSource, mcu_temperatures
-from npumon.control.drivers import DriverResult, FanReading, HwmonFanDriver, NpuSmiFanDriver, Probe
-from npumon.control.policy import CURVE, SAFE
-from npumon.control.service import REPROBE_SECONDS, STATE_FILE, ControlService, control_services
-from npumon.control.settings import AmbientConfig
+from npumon.services.control import service as service_module
+from npumon.sources.ambient import AmbientSource, mcu_temperatures
+from npumon.services.control.drivers import DriverResult, FanReading, HwmonFanDriver, NpuSmiFanDriver, Probe
+from npumon.services.control.policy import CURVE, SAFE
+from npumon.services.control.service import REPROBE_SECONDS, STATE_FILE, ControlService, control_services
+from npumon.services.control.settings import AmbientConfig
 from npumon.model import ChipSample, HostSample, Snapshot, SourceStatus
 from npumon.sim.simulation import prepare_simulation
 from npumon.sources.runner import CommandRunner

@@ -14,14 +14,14 @@ import time
 import pytest
 import requests
 
-import npumon.daemon as daemon_module
+import npumon.daemon.daemon as daemon_module
 from daemon_harness import wait_until
-from npumon.collect import Target
+from npumon.sources.collection import Target
 from npumon.config import parse_config
-from npumon.daemon import (Daemon, DaemonState, StartupError, collector_settings, judge_health, progress_deadline,
+from npumon.daemon.daemon import (Daemon, DaemonState, StartupError, collector_settings, judge_health, progress_deadline,
                            status_line)
 from npumon.model import ChipSample, Finding, HostSample, Snapshot, SourceStatus
-from npumon.sdnotify import JournalFormatter, Notifier, stderr_is_journal
+from npumon.daemon.sdnotify import JournalFormatter, Notifier, stderr_is_journal
 from npumon.sim import prepare_simulation, set_scenario
 
 FAST = """\
@@ -192,7 +192,7 @@ def test_reload_keeps_rule_state_and_the_collector_when_only_thresholds_change(t
                         is not None)(daemon.state().snapshot.chips), timeout=15, what="query values back")
 
     path.write_text(path.read_text() + "max_age_seconds: -1\n")
-    with caplog.at_level(logging.ERROR, logger="npumon.daemon"):
+    with caplog.at_level(logging.ERROR, logger="npumon.daemon.daemon"):
         assert not daemon.reload(lambda: load(path))
     assert daemon.config.poll.table_seconds == 0.25 and daemon.config.max_age_seconds == 120
     [refused] = [record.getMessage() for record in caplog.records if "reload refused" in record.getMessage()]
@@ -315,7 +315,7 @@ def test_journal_formatter_tags_every_line_with_its_priority():
 
 def test_logs_carry_priorities_only_when_stderr_is_the_journal(tmp_path, monkeypatch):
     log_file = tmp_path / "stderr.log"
-    script = ("import logging; from npumon.cli import setup_logging; setup_logging('info'); "
+    script = ("import logging; from npumon.cli.main import setup_logging; setup_logging('info'); "
               "logging.getLogger('npumon.test').warning('disk full')")
     with open(log_file, "wb") as stderr:
         info = os.fstat(stderr.fileno())

@@ -5,10 +5,10 @@ import sys
 import threading
 import time
 
-from npumon.collect import Collector, Target
+from npumon.sources.collection import Collector, Target
 from npumon.config import parse_config
 from npumon.sim import prepare_simulation
-from npumon.sources.npusmi import TABLE_SOURCE, query_source_name
+from npumon.sources.npusmi.source import TABLE_SOURCE, query_source_name
 from npumon.sources.runner import CommandRunner
 
 # npu-smi whose main table answers (the simulator's) and whose `-t` queries hang, like a driver that

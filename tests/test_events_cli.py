@@ -6,9 +6,9 @@ import time
 
 import pytest
 
-from npumon.cli import main
-from npumon.events import ACTIVE, EventStore, events_path
-from npumon.events_cli import parse_when
+from npumon.cli.main import main
+from npumon.services.events.store import ACTIVE, EventStore, events_path
+from npumon.cli.events import parse_when
 from npumon.model import Finding
 
 NOW = time.time()

@@ -15,7 +15,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from daemon_harness import DaemonProcess, wait_until
-from npumon.events import EventStore, events_path
+from npumon.services.events.store import EventStore, events_path
 
 NPUMON = shutil.which("npumon", path=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
 pytestmark = pytest.mark.skipif(NPUMON is None, reason="the npumon command is not installed (pip install -e .)")

@@ -8,9 +8,9 @@ import time
 
 import pytest
 
-from npumon.events import EventStore, KnownChip, events_path
-from npumon.events_cli import acknowledge
-from npumon.events_service import EventService, SeenChip, chip_changes, event_services, observe_chips
+from npumon.services.events.store import EventStore, KnownChip, events_path
+from npumon.cli.events import acknowledge
+from npumon.services.events.service import EventService, SeenChip, chip_changes, event_services, observe_chips
 from npumon.model import ChipSample, HostSample, Snapshot, SourceStatus
 from npumon.rules.engine import RuleEngine
 from npumon.rules.loader import load_rules
@@ -242,7 +242,7 @@ def test_other_services_record_through_it_and_sources_show_it(host):
 def test_an_unusable_history_is_reported_and_polling_goes_on(tmp_path, rules_file, caplog):
     (tmp_path / "state").mkdir()
     (tmp_path / "state" / "events.sqlite").write_bytes(b"garbage" * 1000)
-    with caplog.at_level(logging.ERROR, logger="npumon.events_service"):
+    with caplog.at_level(logging.ERROR, logger="npumon.services.events.service"):
         host = Host(tmp_path, rules_file)
     try:
         host.poll(0, [chip(0, "Critical")])
@@ -258,7 +258,7 @@ def test_an_unusable_history_is_reported_and_polling_goes_on(tmp_path, rules_fil
 
 
 def test_a_history_that_can_be_opened_later_is_picked_up(tmp_path, rules_file, monkeypatch):
-    from npumon import events_service
+    from npumon.services.events import service as events_service
 
     monkeypatch.setattr(events_service, "REOPEN_SECONDS", 0.0)
     blocker = tmp_path / "state"

@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from npumon.events import (ACKNOWLEDGED, ACTIVE, KINDS, SCHEMA_VERSION, EventStore, EventStoreError, KnownChip,
+from npumon.services.events.store import (ACKNOWLEDGED, ACTIVE, KINDS, SCHEMA_VERSION, EventStore, EventStoreError, KnownChip,
                            events_path)
 from npumon.model import Finding
 

@@ -13,7 +13,7 @@ from prometheus_client.openmetrics.parser import text_string_to_metric_families 
 from prometheus_client.parser import text_string_to_metric_families
 
 from npumon import __version__
-from npumon.exporter import (
+from npumon.outputs.exporter import (
     COMPAT_METRICS,
     NATIVE_METRICS,
     ExporterView,
@@ -35,7 +35,7 @@ from npumon.model import (
     Snapshot,
     SourceStatus,
 )
-from npumon.textfile import TextfileError, write_textfile
+from npumon.outputs.textfile import TextfileError, write_textfile
 
 NOW = 1767225600.0
 B_CODES = ["A4025021", "8C03A000", "not-hex", "1", "2", "3", "4", "5", "6", "7", "8", "9"]

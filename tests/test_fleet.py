@@ -18,8 +18,8 @@ import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from npumon.exporter import ExporterView, build_registry
-from npumon.fleet import (FindingRow, PrometheusClient, PrometheusError, build_view, redact_url, render_findings,
+from npumon.outputs.exporter import ExporterView, build_registry
+from npumon.fleet.fleet import (FindingRow, PrometheusClient, PrometheusError, build_view, redact_url, render_findings,
                           render_text, snapshot_from_series, sorted_hosts, subject_facts, view_document, worst_chips)
 from npumon.model import MIB, ChipSample, HostSample, NumaNode, PcieLink, Snapshot, SourceStatus
 from npumon.rules.loader import load_rules
@@ -273,7 +273,7 @@ def test_redact_url():
 
 
 def run_cli(*args):
-    return subprocess.run([sys.executable, "-m", "npumon.cli", "fleet"] + list(args), capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "npumon.cli.main", "fleet"] + list(args), capture_output=True, text=True,
                           timeout=60)
 
 

@@ -1,6 +1,6 @@
 """The dashboards, the alert rules and `npumon fleet` against a real Prometheus scraping a simulated fleet.
 
-One fleet for the module (npumon.fleetsim, as `npumon fleet-sim` starts it): five simulated hosts with
+One fleet for the module (npumon.sim.fleet, as `npumon fleet-sim` starts it): five simulated hosts with
 different scenarios and products, one target with no daemon (a host that is down), and Debian's
 `prometheus` scraping them every 2 s with the shipped scrape job (exporters/prometheus.yml) and the shipped
 alert rules (alerts/npumon.rules.yml). The rules are loaded from a temporary copy whose `for:` durations are
@@ -29,7 +29,7 @@ import pytest
 import requests
 import yaml
 
-from npumon.fleetsim import DEFAULT_FLEET, FAST_POLL, SHIPPED_ALERT_RULES, Fleet, host_address
+from npumon.sim.fleet import DEFAULT_FLEET, FAST_POLL, SHIPPED_ALERT_RULES, Fleet, host_address
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DASHBOARD_DIR = os.path.join(REPO, "grafana", "dashboards")
@@ -275,7 +275,7 @@ def test_the_healthy_host_raises_no_chip_alert(fleet):
 
 
 def run_fleet(fleet, *args):
-    return subprocess.run([sys.executable, "-m", "npumon.cli", "fleet", "--prometheus", fleet.prometheus_url] +
+    return subprocess.run([sys.executable, "-m", "npumon.cli.main", "fleet", "--prometheus", fleet.prometheus_url] +
                           list(args), capture_output=True, text=True, timeout=60)
 
 

@@ -13,7 +13,7 @@ import requests
 import yaml
 
 from npumon.config import parse_config
-from npumon.fleetsim import (DEFAULT_FLEET, SHIPPED_SCRAPE_CONFIG, SimHost, file_sd_groups, host_address, host_config,
+from npumon.sim.fleet import (DEFAULT_FLEET, SHIPPED_SCRAPE_CONFIG, SimHost, file_sd_groups, host_address, host_config,
                              prometheus_config)
 
 
@@ -61,7 +61,7 @@ def test_prometheus_config_uses_the_shipped_job(tmp_path):
 
 
 def run(*args, timeout=60):
-    return subprocess.run([sys.executable, "-m", "npumon.cli", "fleet-sim"] + list(args), capture_output=True,
+    return subprocess.run([sys.executable, "-m", "npumon.cli.main", "fleet-sim"] + list(args), capture_output=True,
                           text=True, timeout=timeout)
 
 
@@ -89,7 +89,7 @@ def _free_base_port():
 
 def test_the_command_starts_the_hosts_and_stops_everything_on_sigterm(tmp_path):
     base = _free_base_port()
-    process = subprocess.Popen([sys.executable, "-m", "npumon.cli", "fleet-sim", "--no-prometheus", "--dir",
+    process = subprocess.Popen([sys.executable, "-m", "npumon.cli.main", "fleet-sim", "--no-prometheus", "--dir",
                                 str(tmp_path), "--base-port", str(base)], stdout=subprocess.PIPE, text=True,
                                start_new_session=True)
     try:

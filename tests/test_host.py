@@ -664,7 +664,7 @@ def _check_without_file_privileges(scenario: str, workdir: str) -> subprocess.Co
     private home, say), root runs it without the two capabilities that let it ignore file modes, as a
     unit without CAP_DAC_OVERRIDE would.
     """
-    argv = [sys.executable, "-m", "npumon.cli", "check", "--json", "--simulate=" + scenario]
+    argv = [sys.executable, "-m", "npumon.cli.main", "check", "--json", "--simulate=" + scenario]
     env = dict(os.environ, TMPDIR=workdir)
     options = dict(env=env, cwd=workdir, capture_output=True, text=True, timeout=CHECK_TIMEOUT)
     if os.geteuid() != 0:
@@ -673,7 +673,7 @@ def _check_without_file_privileges(scenario: str, workdir: str) -> subprocess.Co
     as_nobody = dict(user=nobody.pw_uid, group=nobody.pw_gid, extra_groups=[])
     os.chown(workdir, nobody.pw_uid, nobody.pw_gid)
     try:
-        starts = subprocess.run([sys.executable, "-c", "import psutil, yaml, npumon.cli"], **options, **as_nobody)
+        starts = subprocess.run([sys.executable, "-c", "import psutil, yaml, npumon.cli.main"], **options, **as_nobody)
     except PermissionError:  # the interpreter itself is out of nobody's reach
         starts = None
     if starts is not None and starts.returncode == 0:
@@ -704,7 +704,7 @@ def test_device_permissions_scenario_warns_when_npumon_cannot_open_the_files():
 def test_device_permissions_scenario_is_quiet_for_root_who_opens_everything():
     if os.geteuid() != 0:
         pytest.skip("needs root: the point is that root's check sees nothing wrong")
-    proc = subprocess.run([sys.executable, "-m", "npumon.cli", "check", "--json", "--simulate=device-permissions"],
+    proc = subprocess.run([sys.executable, "-m", "npumon.cli.main", "check", "--json", "--simulate=device-permissions"],
                           capture_output=True, text=True, timeout=CHECK_TIMEOUT)
     assert proc.returncode == 0, (proc.stdout[-2000:], proc.stderr[-2000:])
     assert json.loads(proc.stdout)["findings"] == []

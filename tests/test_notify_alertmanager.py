@@ -11,9 +11,9 @@ import pytest
 import requests
 
 from daemon_harness import free_port, wait_until
-from npumon.collect import Target
+from npumon.sources.collection import Target
 from npumon.config import parse_config
-from npumon.daemon import Daemon
+from npumon.daemon.daemon import Daemon
 from npumon.sim import prepare_simulation
 from test_notify_receivers import RecordingServer
 

@@ -1,5 +1,5 @@
 """`npumon notify test` as a user runs it: real receivers on 127.0.0.1; one real subprocess, the rest
-through npumon.cli.main in-process (the same code, without a second of interpreter start-up each)."""
+through npumon.cli.main.main in-process (the same code, without a second of interpreter start-up each)."""
 
 import json
 import subprocess
@@ -7,14 +7,14 @@ import sys
 
 import pytest
 
-from npumon.cli import main
+from npumon.cli.main import main
 from test_notify_receivers import RecordingServer, json_reply
 
 TOKEN = "cli-t0ken-0123456789"
 
 
 def npumon(*args):
-    proc = subprocess.run([sys.executable, "-m", "npumon.cli", *args], capture_output=True, text=True, timeout=60)
+    proc = subprocess.run([sys.executable, "-m", "npumon.cli.main", *args], capture_output=True, text=True, timeout=60)
     return proc.returncode, proc.stdout, proc.stderr
 
 

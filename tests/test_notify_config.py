@@ -6,10 +6,10 @@ import os
 import pytest
 
 from npumon.config import ConfigError, load_config, parse_config
-from npumon.notify.config import ReceiverConfig
-from npumon.notify.receiver import effective_timing
-from npumon.notify.flavour import Timing
-from npumon.notify.secrets import Redactor, SecretError, resolve_secrets, safe_endpoint
+from npumon.services.notify.config import ReceiverConfig
+from npumon.services.notify.receiver import effective_timing
+from npumon.services.notify.flavour import Timing
+from npumon.services.notify.secrets import Redactor, SecretError, resolve_secrets, safe_endpoint
 
 GOOD = """\
 notify:

@@ -15,11 +15,11 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from npumon.model import Finding, HostSample, Snapshot
-from npumon.notify.config import NotifyConfig, ReceiverConfig, RouteConfig
-from npumon.notify.outbox import OUTBOX_FILE, Outbox
-from npumon.notify.receiver import Receiver
-from npumon.notify.routing import group_due, one_per_alert, receivers_for, route_matches
-from npumon.notify.service import NotifyService, notify_services
+from npumon.services.notify.config import NotifyConfig, ReceiverConfig, RouteConfig
+from npumon.services.notify.outbox import OUTBOX_FILE, Outbox
+from npumon.services.notify.receiver import Receiver
+from npumon.services.notify.routing import group_due, one_per_alert, receivers_for, route_matches
+from npumon.services.notify.service import NotifyService, notify_services
 from test_notify_receivers import RecordingServer, alert, json_reply
 
 T0 = 1767225600.0

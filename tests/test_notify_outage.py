@@ -11,7 +11,7 @@ import sys
 import time
 
 from daemon_harness import free_port, wait_until
-from npumon.notify.outbox import OUTBOX_FILE
+from npumon.services.notify.outbox import OUTBOX_FILE
 from test_notify_receivers import RecordingServer
 
 CONFIG = """\
@@ -34,7 +34,7 @@ notify:
 def start_daemon(tmp_path, scenario):
     log = open(str(tmp_path / "daemon-{}.log".format(scenario)), "w")
     env = dict(os.environ, TMPDIR=str(tmp_path))  # the simulation's directory, left behind by the SIGKILL
-    process = subprocess.Popen([sys.executable, "-m", "npumon.cli", "run", "--simulate=" + scenario,
+    process = subprocess.Popen([sys.executable, "-m", "npumon.cli.main", "run", "--simulate=" + scenario,
                                 "--config", str(tmp_path / "npumon.yaml"), "--listen", "127.0.0.1:0"],
                                stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     return process, log

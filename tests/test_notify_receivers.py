@@ -17,9 +17,9 @@ from urllib.parse import parse_qs, quote_plus, urlsplit
 import pytest
 
 from npumon.model import Finding
-from npumon.notify.alert import alert_from_finding
-from npumon.notify.config import ReceiverConfig
-from npumon.notify.receiver import Receiver
+from npumon.services.notify.alert import alert_from_finding
+from npumon.services.notify.config import ReceiverConfig
+from npumon.services.notify.receiver import Receiver
 
 HOST = "npu-host-01"
 NOW = 1767225600.0  # 2026-01-01T00:00:00Z
@@ -410,7 +410,7 @@ def test_tls_is_verified_by_default_and_ca_file_trusts_a_private_ca(certificate)
 
 
 def test_an_unreadable_ca_file_is_a_one_line_config_error(tmp_path):
-    from npumon.notify.secrets import SecretError
+    from npumon.services.notify.secrets import SecretError
 
     with pytest.raises(SecretError, match=r"^<test>:1: notify.receivers\[0\].ca_file: receiver 'r-webhook': "
                                           r"cannot read .*missing.pem$"):

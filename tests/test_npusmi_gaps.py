@@ -14,7 +14,7 @@ import pytest
 from npumon.sim import prepare_simulation
 from npumon.sim.npusmi import respond, sim_host
 from npumon.sim.state import read_state
-from npumon.sources.npusmi import NpuSmiSource
+from npumon.sources.npusmi.source import NpuSmiSource
 from npumon.sources.runner import CommandResult, CommandRunner
 
 MAX_AGE = 120.0

@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from npumon.model import CHIP_VALUE_FIELDS, MIB, ChipSample
-from npumon.sources.npusmi_common import NpuSmiParseError
-from npumon.sources.npusmi_kv import (
+from npumon.sources.npusmi.common import NpuSmiParseError
+from npumon.sources.npusmi.kv import (
     ListedNpu, MappedChip, NpuSmiError, classify_error, parse_board, parse_common, parse_ecc, parse_health,
     parse_kv_value, parse_list, parse_mapping, parse_memory, parse_power, parse_temp, parse_usages,
 )

@@ -3,7 +3,7 @@
 import pytest
 
 from npumon.sim import prepare_simulation
-from npumon.sources.npusmi import NpuSmiSource
+from npumon.sources.npusmi.source import NpuSmiSource
 from npumon.sources.runner import CommandRunner
 
 

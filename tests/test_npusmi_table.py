@@ -9,8 +9,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from npumon.model import CHIP_VALUE_FIELDS, MIB, ChipSample
-from npumon.sources.npusmi_common import NpuSmiParseError
-from npumon.sources.npusmi_table import MainTable, TableChip, TableProcess, parse_info
+from npumon.sources.npusmi.common import NpuSmiParseError
+from npumon.sources.npusmi.table import MainTable, TableChip, TableProcess, parse_info
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures")
 

@@ -10,9 +10,9 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from npumon.sources import npusmi_kv
-from npumon.sources.npusmi_common import NpuSmiParseError
-from npumon.sources.npusmi_table import parse_info
+from npumon.sources.npusmi import kv as npusmi_kv
+from npumon.sources.npusmi.common import NpuSmiParseError
+from npumon.sources.npusmi.table import parse_info
 
 FIXTURES = Path(__file__).parent / "fixtures"
 CAPTURES = sorted(

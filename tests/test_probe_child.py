@@ -15,10 +15,10 @@ import pytest
 import yaml
 
 from npumon.model import ProbeSample
-from npumon.probe.config import ProbeConfig, ProbeModelConfig
-from npumon.probe.launch import child_command
-from npumon.probe.outcome import ProbeOutcome, read_outcome
-from npumon.probe.samples import probe_sample
+from npumon.sources.probe.config import ProbeConfig, ProbeModelConfig
+from npumon.sources.probe.launch import child_command
+from npumon.sources.probe.outcome import ProbeOutcome, read_outcome
+from npumon.sources.probe.samples import probe_sample
 from npumon.sim import prepare_simulation
 from npumon.sim.pyacl import ACL_HANG_PIDS_FILE, SIMULATED_ACL_DIR
 from npumon.sources.runner import CommandRunner

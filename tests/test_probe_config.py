@@ -6,8 +6,8 @@ import sys
 import pytest
 
 from npumon.config import ConfigError, load_config, parse_config
-from npumon.probe.config import ProbeConfig
-from npumon.probe.launch import PACKAGE_PARENT, child_argv, child_command, child_environment
+from npumon.sources.probe.config import ProbeConfig
+from npumon.sources.probe.launch import PACKAGE_PARENT, child_argv, child_command, child_environment
 
 
 def _error(text, tmp_path):
@@ -102,16 +102,16 @@ def test_another_python_gets_the_npumon_package_on_its_path(tmp_path):
 
 def test_simulation_gets_the_simulated_runtime_and_nothing_of_a_real_install():
     argv, env = child_command(ProbeConfig(python="/usr/bin/python3.7"), "/usr/local/Ascend", {}, "/sim/acl")
-    assert argv[:3] == [sys.executable, "-m", "npumon.probe.child"]
+    assert argv[:3] == [sys.executable, "-m", "npumon.sources.probe.child"]
     assert env == {"PYTHONPATH": "/sim/acl"}
 
 
 def test_child_argv_carries_the_settings():
-    from npumon.probe.config import ProbeModelConfig
+    from npumon.sources.probe.config import ProbeModelConfig
 
     model = ProbeModelConfig(path="/m.om", input_file="/i", expected_output_file="/o", tolerance=0.5)
     argv = child_argv(ProbeConfig(copy_bytes=4096, sync_timeout_ms=2000, model=model), "/py")
-    assert argv == ["/py", "-m", "npumon.probe.child", "--kind", "acl", "--copy-bytes", "4096",
+    assert argv == ["/py", "-m", "npumon.sources.probe.child", "--kind", "acl", "--copy-bytes", "4096",
                     "--sync-timeout-ms", "2000", "--model", "/m.om", "--model-input", "/i", "--model-expected",
                     "/o", "--model-dtype", "float32", "--model-tolerance", "0.5"]
     torch_argv = child_argv(ProbeConfig(kind="torch", matmul_size=32), "/py")

@@ -11,9 +11,9 @@ import pytest
 
 from daemon_harness import DaemonProcess, kill_leftovers, sample
 from npumon.model import chip_subject
-from npumon.probe.child import parse_arguments, probe
-from npumon.probe.config import ProbeConfig
-from npumon.probe.stages import Stages
+from npumon.sources.probe.child import parse_arguments, probe
+from npumon.sources.probe.config import ProbeConfig
+from npumon.sources.probe.stages import Stages
 from npumon.sim.pyacl import ACL_ERROR_RT_STREAM_SYNC_TIMEOUT, SimulatedAcl
 from npumon.sim.scenario import ScenarioError, load_scenario
 from npumon.sim.state import read_state, scenario_time

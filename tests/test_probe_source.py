@@ -6,11 +6,11 @@ import random
 import threading
 import time
 
-from npumon.collect import Target
+from npumon.sources.collection import Target
 from npumon.config import Config
 from npumon.model import ChipSample, HostSample, Snapshot
-from npumon.probe.config import ProbeConfig
-from npumon.probe.source import ProbeSource, build_probe_sources
+from npumon.sources.probe.config import ProbeConfig
+from npumon.sources.probe.source import ProbeSource, build_probe_sources
 from npumon.rules.engine import RuleEngine
 from npumon.rules.loader import load_rules
 from npumon.sources.runner import CommandResult
@@ -307,7 +307,7 @@ def test_build_probe_sources_follows_enabled():
 
 
 def test_simulated_targets_use_the_simulated_runtime_and_no_model():
-    from npumon.probe.config import ProbeModelConfig
+    from npumon.sources.probe.config import ProbeModelConfig
 
     config = Config(probe=ProbeConfig(kind="torch", model=ProbeModelConfig(path="/x.om")))
     source = ProbeSource(config, Target(["npu-smi"], {"NPUMON_SIM_STATE": "/tmp/x"}, "/", simulated=True))

@@ -10,12 +10,12 @@ import types
 
 import pytest
 
-from npumon.probe import aclcodes
-from npumon.probe.child import parse_arguments, probe
-from npumon.probe.compare import byte_mismatch, copy_pattern, value_mismatch
-from npumon.probe.outcome import ProbeLaunchError, read_outcome, stage_progress
-from npumon.probe.samples import baseline_seconds, probe_sample
-from npumon.probe.stages import Stages
+from npumon.sources.probe import aclcodes
+from npumon.sources.probe.child import parse_arguments, probe
+from npumon.sources.probe.compare import byte_mismatch, copy_pattern, value_mismatch
+from npumon.sources.probe.outcome import ProbeLaunchError, read_outcome, stage_progress
+from npumon.sources.probe.samples import baseline_seconds, probe_sample
+from npumon.sources.probe.stages import Stages
 from npumon.sim.pyacl import SimulatedAcl
 from npumon.sources.runner import CommandResult
 

@@ -18,9 +18,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from daemon_harness import DaemonProcess, free_port, kill_leftovers, sample, wait_until
 from npumon import __version__
-from npumon.exporter import ExporterView, build_registry
+from npumon.outputs.exporter import ExporterView, build_registry
 from npumon.model import ChipSample, HostSample, Snapshot, SourceStatus
-from npumon.textfile import write_textfile
+from npumon.outputs.textfile import write_textfile
 
 pytestmark = pytest.mark.integration
 
@@ -236,7 +236,7 @@ def test_check_writes_a_valid_prom_file_that_node_exporter_serves(tmp_path, scen
     directory = tmp_path / "textfile"
     directory.mkdir()
     # a one-card board keeps the pass short
-    result = subprocess.run([sys.executable, "-m", "npumon.cli", "check", "--simulate=" + scenario,
+    result = subprocess.run([sys.executable, "-m", "npumon.cli.main", "check", "--simulate=" + scenario,
                              "--sim-product", "atlas-200i-a2", "--textfile", str(directory)],
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stdout + result.stderr

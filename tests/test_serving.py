@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from daemon_harness import free_port
-from npumon.collect import Target, build_extra_sources
+from npumon.sources.collection import Target, build_extra_sources
 from npumon.config import Config, ConfigError, parse_config
 from npumon.model import HostSample, Snapshot
 from npumon.sim import prepare_simulation, serving_queue_depth
@@ -490,7 +490,7 @@ def run_check(tmp_path, scenario):
     # and a timed-out query would add a source-down finding that has nothing to do with the serving queue.
     config = tmp_path / "npumon.yaml"
     config.write_text("npu_smi_timeout_seconds: 60\n")
-    return subprocess.run([sys.executable, "-m", "npumon.cli", "check", "--json", "--config", str(config),
+    return subprocess.run([sys.executable, "-m", "npumon.cli.main", "check", "--json", "--config", str(config),
                            "--simulate=" + scenario], capture_output=True, text=True, timeout=300)
 
 

@@ -473,8 +473,8 @@ PARSED_SCENARIOS = [name for name in list_scenarios() if name not in ("hang", "s
 @pytest.mark.parametrize("product_name", sorted(PRODUCTS))
 @pytest.mark.parametrize("scenario_name", PARSED_SCENARIOS)
 def test_outputs_parse_back_to_the_scenario_values(product_name, scenario_name):
-    table_parser = pytest.importorskip("npumon.sources.npusmi_table")
-    kv = pytest.importorskip("npumon.sources.npusmi_kv")
+    table_parser = pytest.importorskip("npumon.sources.npusmi.table")
+    kv = pytest.importorskip("npumon.sources.npusmi.kv")
     state = _state(scenario_name, product_name)
     sim = sim_host(state, 0.0)
     product = sim.product

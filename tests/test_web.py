@@ -13,9 +13,9 @@ import requests
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as openmetrics_families
 from prometheus_client.parser import text_string_to_metric_families
 
-from npumon.exporter import ExporterView, build_registry
+from npumon.outputs.exporter import ExporterView, build_registry
 from npumon.model import ChipSample, HostSample, Snapshot, SourceStatus
-from npumon.web import WebServer, WebServerError, _resolve, parse_listen
+from npumon.outputs.web import WebServer, WebServerError, _resolve, parse_listen
 
 STATUS = {"schema": "npumon.status/v1", "chips": [{"npu": 0, "chip": 0, "health": "OK"}], "findings": []}
 
@@ -170,7 +170,7 @@ def test_failing_callback_is_a_500_and_one_log_line(serve, daemon, caplog):
         raise RuntimeError("state lock poisoned")
 
     daemon.get_status = broken
-    with caplog.at_level(logging.WARNING, logger="npumon.web"):
+    with caplog.at_level(logging.WARNING, logger="npumon.outputs.web"):
         response = requests.get(url(server, "/status"), timeout=5)
     assert response.status_code == 500
     assert [record.getMessage() for record in caplog.records] == [
@@ -180,7 +180,7 @@ def test_failing_callback_is_a_500_and_one_log_line(serve, daemon, caplog):
 
 def test_successful_requests_are_not_logged(serve, caplog):
     server = serve()
-    with caplog.at_level(logging.DEBUG, logger="npumon.web"):
+    with caplog.at_level(logging.DEBUG, logger="npumon.outputs.web"):
         for path in ("/", "/metrics", "/status", "/healthz"):
             assert requests.get(url(server, path), timeout=5).status_code == 200
     assert caplog.records == []
@@ -204,7 +204,7 @@ def test_twenty_concurrent_scrapes_run_in_parallel(serve, daemon):
 
 def test_stuck_client_does_not_block_a_scrape_and_is_dropped_after_the_timeout(serve, caplog):
     server = serve(client_timeout=0.5)
-    with caplog.at_level(logging.WARNING, logger="npumon.web"):
+    with caplog.at_level(logging.WARNING, logger="npumon.outputs.web"):
         stuck = socket.create_connection(("127.0.0.1", server.port), timeout=5)
         try:
             started = time.monotonic()
@@ -276,7 +276,7 @@ def test_empty_host_means_every_address():
 def test_tls_serves_metrics_and_survives_plain_http_and_stuck_handshakes(serve, certificate, caplog):
     cert, key = certificate
     server = serve(tls_cert=cert, tls_key=key, client_timeout=0.5)
-    with caplog.at_level(logging.WARNING, logger="npumon.web"):
+    with caplog.at_level(logging.WARNING, logger="npumon.outputs.web"):
         stuck = socket.create_connection(("127.0.0.1", server.port), timeout=5)  # never starts the handshake
         try:
             started = time.monotonic()

@@ -116,7 +116,7 @@ def _chip_numa_facts(chip: ChipSample, host: HostSample) -> Facts:
 
 
 def _chip_probe_facts(chip: ChipSample) -> Facts:
-    """The latest liveness probe (npumon.probe); all null while the chip has none."""
+    """The latest liveness probe (npumon.sources.probe); all null while the chip has none."""
     probe = chip.probe
     names = ("state", "kind", "device_id", "first_run", "duration_seconds", "baseline_seconds", "failed_stage",
              "error_code", "error_name", "detail", "action")

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Dict, Iterable, List, NamedTuple, Optional, Tuple, TypeVar
 
 from ..model import DeviceFile, HostSample, NumaNode, PcieLink
-from .npusmi_common import is_null
+from .npusmi.common import is_null
 
 KIB = 1024
 MANAGEMENT_DEVICE_FILES = ("/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc")

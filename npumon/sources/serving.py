@@ -341,7 +341,7 @@ Fetch = Callable[[requests.Session, str, float, int, Union[bool, str]], str]
 
 
 class ServingQueueSource:
-    """The ExtraSource (npumon.collect) for the serving queue depth."""
+    """The ExtraSource (npumon.sources.collection) for the serving queue depth."""
 
     name = SOURCE_NAME
 

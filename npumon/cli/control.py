@@ -1,0 +1,331 @@
+"""`npumon control status | fan --duty N | fan --auto | fan --safe | power PROFILE`.
+
+Root tools that talk to the hardware directly, through the same checks as the daemon's governor: nothing
+changes unless `control.enabled: true`, `control.dry_run: true` only says what would be done, a manual duty
+below the floor is refused, and a power profile is refused on a product without its knob. Every action and
+refusal is logged and recorded in the event history (<state_dir>/events.sqlite).
+
+A running daemon with control enabled owns the fans: it reads them back every control.verify_seconds and
+puts its own duty back. `fan` warns when such a daemon runs. `fan --safe` is meant for systemd's
+ExecStopPost: it always applies the safe state when control is enabled (and does nothing when it is not).
+
+Exit codes: 0 done (or dry run, or nothing to do), 1 refused or the hardware failed, 2 bad usage or config.
+"""
+
+import argparse
+import json
+import logging
+import os
+import sys
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+import psutil
+
+from ..sources.npusmi.table import parse_info
+from ..sources.npusmi.common import NpuSmiParseError
+from ..sources.runner import CommandRunner
+from ..services.control.drivers import DriverResult, apply_safe_state, build_fan_driver, npu_smi_problem
+from ..services.control.policy import FanPolicy, manual_duty_problem
+from ..services.control.power import apply_step, chip_family, plan_profile, profiles_for
+from ..services.control.service import STATE_FILE
+
+log = logging.getLogger("npumon.services.control")
+
+DONE = 0
+REFUSED = 1
+USAGE_ERROR = 2
+
+
+class _Refused(Exception):
+    """The request is refused (or the hardware failed): one line, exit 1."""
+
+
+def add_control_commands(commands: "argparse._SubParsersAction", add_common: Callable) -> None:
+    """Register `control` with the `npumon` parser; `add_common` adds --config, --simulate, ..."""
+    control = commands.add_parser(
+        "control", help="fan and power control: status, fan --duty/--auto/--safe, power PROFILE",
+        description="Fans and power knobs, through the same safety checks as the daemon's governor. Acts only "
+                    "with control.enabled: true in the config; with control.dry_run: true it only says what it "
+                    "would do. Exit status: 0 done, 1 refused or failed, 2 bad usage or config.")
+    actions = control.add_subparsers(dest="control_command", metavar="ACTION")
+    status = actions.add_parser("status", help="the fan driver, the fans now, the daemon, the power profiles")
+    add_common(status)
+    status.add_argument("--json", action="store_true", help="print one JSON object")
+    status.set_defaults(func=cmd_status)
+    fan = actions.add_parser("fan", help="set a manual duty, hand the fans back to automatic control, or apply "
+                                         "the configured safe state")
+    add_common(fan)
+    which = fan.add_mutually_exclusive_group(required=True)
+    which.add_argument("--duty", type=_percent, metavar="N", help="manual duty in percent (not below the floor)")
+    which.add_argument("--auto", action="store_true", help="automatic control (the firmware's or chip's own)")
+    which.add_argument("--safe", action="store_true",
+                       help="the configured safe state (for ExecStopPost=); does nothing when control is off")
+    fan.set_defaults(func=cmd_fan)
+    power = actions.add_parser("power", help="apply a power profile (performance, quiet, or one from the config)")
+    add_common(power)
+    power.add_argument("profile", metavar="PROFILE")
+    power.set_defaults(func=cmd_power)
+    control.set_defaults(func=lambda args: _usage(control))
+
+
+def _usage(parser: argparse.ArgumentParser) -> int:
+    parser.print_help(sys.stderr)
+    return USAGE_ERROR
+
+
+def _percent(text: str) -> int:
+    if not text.isdigit() or int(text) > 100:
+        raise argparse.ArgumentTypeError("expected a whole percent 0..100, got {!r}".format(text))
+    return int(text)
+
+
+# -- the commands ---------------------------------------------------------------------------------------------
+
+
+def cmd_fan(args: argparse.Namespace) -> int:
+    def act(session: "_Session") -> int:
+        control = session.config.control
+        if args.safe and not control.enabled:
+            print("control is off ({}: control.enabled is false): npumon has not touched the fans; nothing to "
+                  "do".format(session.config.source))
+            return DONE
+        knob = "fan_duty" if args.duty is not None or (args.safe and control.safe_state == "full") else "fan_mode"
+        session.require_enabled(knob)
+        if args.duty is not None:
+            problem = manual_duty_problem(FanPolicy.from_config(control), args.duty)
+            if problem is not None:
+                raise session.refuse(knob, problem)
+        driver = build_fan_driver(control, session.target.npu_smi_argv, session.target.env, session.target.root,
+                                  session.config.npu_smi_timeout_seconds)
+        if driver is None:
+            if args.safe:
+                print("control.fan.driver is none: no fans to put in the safe state")
+                return DONE
+            raise session.refuse(knob, "control.fan.driver is none: npumon drives no fans on this host")
+        probe = driver.probe()
+        if not probe.available:
+            if args.safe:
+                print("fan control unavailable ({}): nothing to put in the safe state".format(probe.detail))
+                return DONE
+            raise session.refuse(knob, "fan control unavailable: " + probe.detail)
+        if args.duty is not None:
+            what, run = "set the fan duty to {}%".format(args.duty), lambda: driver.set_duty(args.duty)
+        elif args.auto:
+            what, run = "hand the fans back to automatic control", driver.set_auto
+        else:
+            what = "put the fans in the safe state ({})".format(control.safe_state)
+            run = lambda: apply_safe_state(driver, control.safe_state)  # noqa: E731
+        return session.act(knob, what, run, {"duty": args.duty}, warn_daemon=not args.safe)
+
+    return _run(args, act)
+
+
+def cmd_power(args: argparse.Namespace) -> int:
+    def act(session: "_Session") -> int:
+        session.require_enabled("power")
+        chips, problem = session.main_table_chips()
+        if problem is not None:
+            raise session.refuse("power", problem, {"profile": args.profile})
+        plan = plan_profile(args.profile, chips, session.config.control.power.profiles)
+        if plan.refusal is not None:
+            raise session.refuse("power", plan.refusal, {"profile": args.profile})
+        status = DONE
+        for step in plan.steps:
+            where = "npu {}{}".format(step.npu, "" if step.chip is None else " chip {}".format(step.chip))
+            details = {"profile": args.profile, "value": step.value, "npu": step.npu, "chip": step.chip,
+                       "command": step.describe()}
+            what = "set {} {} on {} (profile {})".format(step.knob, step.value, where, args.profile)
+            if session.act(step.knob, what, lambda step=step: apply_step(session.runner, step), details) != DONE:
+                status = REFUSED
+        return status
+
+    return _run(args, act)
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    def show(session: "_Session") -> int:
+        report = status_report(session)
+        if args.json:
+            print(json.dumps(report, indent=2, sort_keys=True))
+        else:
+            for key, value in _status_lines(report):
+                print("{:<12} {}".format(key + ":", value))
+        return DONE
+
+    return _run(args, show)
+
+
+def status_report(session: "_Session") -> Dict[str, Any]:
+    """Everything `control status` shows, as plain data. Reads only; changes nothing."""
+    config = session.config
+    control = config.control
+    report: Dict[str, Any] = {"enabled": control.enabled, "dry_run": control.dry_run, "config": config.source,
+                              "safe_state": control.safe_state, "floor_percent": control.fan.floor_percent,
+                              "curve": control.fan.curve, "driver": control.fan.driver}
+    driver = build_fan_driver(control, session.target.npu_smi_argv, session.target.env, session.target.root,
+                              config.npu_smi_timeout_seconds)
+    if driver is not None:
+        probe = driver.probe()
+        report["available"], report["detail"] = probe.available, probe.detail
+        if probe.available and driver.can_read:
+            reading, error = driver.read()
+            report["fans"] = error if reading is None else {"mode": reading.mode, "duty_percent": reading.duty_percent}
+    report["daemon"] = running_daemon(config.state_dir)
+    chips, problem = session.main_table_chips()
+    if problem is not None:
+        report["power"] = {"error": problem}
+        return report
+    names = sorted({name or "unknown" for _, _, name in chips})
+    families = {chip_family(name) for _, _, name in chips}
+    family = families.pop() if len(families) == 1 else None
+    report["power"] = {"chips": names, "profiles": profiles_for(family, control.power.profiles)}
+    return report
+
+
+def _status_lines(report: Dict[str, Any]) -> List[Tuple[str, str]]:
+    lines = [("control", ("enabled" if report["enabled"] else "off (control.enabled: false in {})".format(
+        report["config"])) + (", dry run" if report["dry_run"] else ""))]
+    if "available" in report:
+        lines.append(("fan driver", "{}: {}{}".format(report["driver"], "" if report["available"] else
+                                                       "unavailable: ", report["detail"])))
+    else:
+        lines.append(("fan driver", "none"))
+    fans = report.get("fans")
+    if isinstance(fans, dict):
+        lines.append(("fans now", "{} {}%".format(fans["mode"], "?" if fans["duty_percent"] is None
+                                                   else fans["duty_percent"])))
+    elif fans is not None:
+        lines.append(("fans now", "unknown: " + fans))
+    curve = ", ".join("{:g}C:{:g}%".format(t, d) for t, d in report["curve"])
+    lines.append(("governor", "curve {}; floor {:g}%; safe state {}".format(curve, report["floor_percent"],
+                                                                            report["safe_state"])))
+    daemon = report["daemon"]
+    if daemon is None:
+        lines.append(("daemon", "no running npumon drives the fans"))
+    else:
+        doing = "{} {}%".format(daemon.get("mode"), daemon["duty_percent"]) if daemon.get("duty_percent") is not None \
+            else daemon.get("mode")
+        lines.append(("daemon", "pid {} drives the fans: {} ({})".format(daemon["pid"], doing, daemon.get("decision"))))
+    power = report["power"]
+    if "error" in power:
+        lines.append(("power", power["error"]))
+    else:
+        profiles = ", ".join("{} ({})".format(name, ", ".join("{} {}".format(k, v) for k, v in sorted(knobs.items())))
+                             for name, knobs in sorted(power["profiles"].items()))
+        lines.append(("power", "{}: {}".format(", ".join(power["chips"]), profiles or
+                                               "no power knob on this product")))
+    return lines
+
+
+def running_daemon(state_dir: str) -> Optional[Dict[str, Any]]:
+    """What a running `npumon run` with control enabled last wrote to <state_dir>/control.json, or None."""
+    try:
+        with open(os.path.join(state_dir, STATE_FILE), encoding="utf-8") as handle:
+            state = json.load(handle)
+        process = psutil.Process(int(state["pid"]))
+        if process.pid == os.getpid() or not any("npumon" in word for word in process.cmdline()):
+            return None  # a stale file whose pid now belongs to something else
+    except (OSError, ValueError, KeyError, TypeError, psutil.Error):
+        return None
+    return state
+
+
+# -- the session: config, target, audit -------------------------------------------------------------------
+
+
+class _Session:
+    def __init__(self, config, target, record: Callable[..., None]):
+        self.config = config
+        self.target = target
+        self.runner = CommandRunner(target.npu_smi_argv, config.npu_smi_timeout_seconds, 1, env=target.env)
+        self._record = record
+
+    def require_enabled(self, knob: str) -> None:
+        if not self.config.control.enabled:
+            raise self.refuse(knob, "control is off: set control.enabled: true in {} to let npumon change fans "
+                                    "or power".format(self.config.source))
+
+    def refuse(self, knob: str, reason: str, details: Optional[Dict[str, Any]] = None) -> _Refused:
+        self._audit("control_refused", "refused ({}): {}".format(knob, reason), "warning",
+                    dict(details or {}, knob=knob, reason=reason))
+        return _Refused(reason)
+
+    def act(self, knob: str, what: str, run: Callable[[], DriverResult], details: Dict[str, Any],
+            warn_daemon: bool = True) -> int:
+        """Carry one action out (or, in a dry run, say it), print and audit the result."""
+        details = dict(details, knob=knob, by="npumon control")
+        if self.config.control.dry_run:
+            message = "dry run: would {}".format(what)
+            self._audit("control_action", message, "info", dict(details, dry_run=True))
+            print(message)
+            return DONE
+        daemon = running_daemon(self.config.state_dir) if warn_daemon and knob.startswith("fan") else None
+        if daemon is not None:
+            print("npumon: warning: the daemon (pid {}) drives these fans and will put its own duty back within "
+                  "control.verify_seconds ({:g}s); stop it, or set control.enabled: false, for manual control".format(
+                      daemon["pid"], self.config.control.verify_seconds), file=sys.stderr)
+        result = run()
+        if result.ok:
+            message = "{}: {}".format(what, result.message)
+            self._audit("control_action", message, "info", dict(details, result=result.message))
+            print(message)
+            return DONE
+        message = "could not {}: {}".format(what, result.message)
+        self._audit("control_action", message, "critical", dict(details, result=result.message))
+        print("npumon: " + message, file=sys.stderr)
+        return REFUSED
+
+    def main_table_chips(self) -> Tuple[List[Tuple[int, int, Optional[str]]], Optional[str]]:
+        """((npu, chip, name) of every chip npu-smi lists, None), or ([], why npu-smi could not be read)."""
+        result = self.runner.run(["info"])
+        problem = npu_smi_problem(result)
+        if problem is None:
+            try:
+                return [(chip.npu, chip.chip, chip.name) for chip in parse_info(result.output).chips], None
+            except NpuSmiParseError as exc:
+                problem = "unreadable output: {}".format(exc)
+        return [], "cannot read npu-smi info: {}".format(problem)
+
+    def _audit(self, kind: str, message: str, severity: str, details: Dict[str, Any]) -> None:
+        log.info("%s", message)  # the printed line answers the user; this is the audit trail
+        self._record(kind, "host", message, severity, details)
+
+
+def _event_recorder(config) -> Callable[..., None]:
+    """record(kind, subject, message, severity, details) into the event history, opened on the first record
+    (`status` never opens it). With the history off or unusable only the log has it: an audit problem never
+    blocks putting the fans in the safe state."""
+    from ..services.events.store import EventStore, EventStoreError, events_path
+
+    stores: List[EventStore] = []
+
+    def record(kind, subject, message, severity, details) -> None:
+        if not config.events.enabled:
+            return
+        try:
+            if not stores:
+                stores.append(EventStore(events_path(config.state_dir)))
+            stores[0].record(kind, subject, message, severity, details)
+        except EventStoreError as exc:
+            log.warning("not recorded in the event history: %s", exc)
+
+    return record
+
+
+def _run(args: argparse.Namespace, body: Callable[[_Session], int]) -> int:
+    from .main import UserError, open_target, setup_logging
+    from ..sources.collection import NpuSmiMissing
+    from ..config import ConfigError, load_config
+
+    try:
+        config = load_config(args.config)
+        # the printed line is the answer; the audit lines (INFO) go to the event history, and to stderr on request
+        setup_logging(args.log_level or ("warning" if config.log_level == "info" else config.log_level))
+        with open_target(args, config, require_npu_smi=False) as target:
+            return body(_Session(config, target, _event_recorder(config)))
+    except (ConfigError, UserError, NpuSmiMissing) as exc:
+        print("npumon: " + str(exc), file=sys.stderr)
+        return USAGE_ERROR
+    except _Refused as exc:
+        print("npumon: refused: " + str(exc), file=sys.stderr)
+        return REFUSED

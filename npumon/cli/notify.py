@@ -1,0 +1,84 @@
+"""`npumon notify test [--receiver NAME] [--resolve]`: send a test alert through the real path (the
+receiver's formatting, signing, TLS and HTTP client) and print what each receiver answered.
+
+Exit 0 when every receiver accepted it, 1 when one did not, 2 on a bad config or argument. It does not
+touch the daemon's outbox, so it works for any user who can read the config and its secrets.
+"""
+
+import argparse
+import sys
+import time
+
+USAGE_ERROR = 2
+TEST_RULE = "npumon-test"
+
+
+def add_notify_commands(commands) -> None:
+    """Register `notify` with its actions on the top-level subparsers (called from cli.build_parser)."""
+    notify = commands.add_parser("notify", help="alert delivery: test the configured receivers",
+                                 description="Alert delivery to webhooks, Alertmanager, chat robots and PagerDuty.")
+    actions = notify.add_subparsers(dest="notify_action", metavar="ACTION")
+    test = actions.add_parser("test", help="send a test alert to every receiver (or one) and print the answers",
+                              description="Send a test alert through each configured receiver's real path and "
+                                          "print what the receiver answered.")
+    test.add_argument("--config", "-c", metavar="FILE", help="YAML config file with a notify: section")
+    test.add_argument("--receiver", metavar="NAME", help="only this receiver (default: all)")
+    test.add_argument("--resolve", action="store_true",
+                      help="send the test alert's resolved notification instead (closes the PagerDuty incident "
+                           "or Alertmanager alert an earlier test opened)")
+    test.set_defaults(func=cmd_notify_test)
+    notify.set_defaults(func=lambda args: _usage(notify))
+
+
+def _usage(parser: argparse.ArgumentParser) -> int:
+    parser.print_help(sys.stderr)
+    return USAGE_ERROR
+
+
+def cmd_notify_test(args: argparse.Namespace) -> int:
+    import socket
+
+    from ..config import ConfigError, load_config
+    from ..model import Finding
+    from ..services.notify.alert import alert_from_finding
+    from ..services.notify.flavour import DELIVERED
+    from ..services.notify.receiver import Receiver
+    from ..services.notify.secrets import SecretError
+
+    try:
+        config = load_config(args.config)
+    except ConfigError as exc:
+        return _error(str(exc))
+    if not config.notify.receivers:
+        return _error("no receivers configured (notify.receivers in {})".format(config.source))
+    chosen = [(index, receiver) for index, receiver in enumerate(config.notify.receivers)
+              if args.receiver is None or receiver.name == args.receiver]
+    if not chosen:
+        return _error("--receiver: unknown receiver {!r} (known: {})".format(
+            args.receiver, ", ".join(receiver.name for receiver in config.notify.receivers)))
+    try:
+        receivers = [Receiver.from_config(receiver, index, config.source) for index, receiver in chosen]
+    except SecretError as exc:
+        return _error(str(exc))
+    host = socket.gethostname()
+    now = time.time()
+    finding = Finding(rule=TEST_RULE, severity="info", subject="host",
+                      summary="test notification from npumon on {}".format(host),
+                      hint="Nothing is wrong: `npumon notify test` checks that alerts reach this receiver.",
+                      since=now)
+    alert = alert_from_finding(finding, host, config.notify.labels)
+    if args.resolve:
+        alert = alert.resolved(now)
+    all_delivered = True
+    for receiver in receivers:
+        answer = receiver.send([alert], host, now, config.notify.external_url)
+        receiver.close()
+        all_delivered = all_delivered and answer.outcome == DELIVERED
+        print("{} ({}, {}): {} - {}".format(receiver.name, receiver.kind, receiver.endpoint, answer.outcome,
+                                          answer.detail))
+    return 0 if all_delivered else 1
+
+
+def _error(message: str) -> int:
+    print("npumon: " + message, file=sys.stderr)
+    return USAGE_ERROR

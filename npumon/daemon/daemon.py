@@ -1,0 +1,468 @@
+"""`npumon run`: the scheduler, the in-memory state that every reader shares, signals and systemd.
+
+Polling: one APScheduler job per tier. A job never overlaps itself (max_instances=1), a late run is
+coalesced into one, and nothing in a job can block for long: every npu-smi call has a deadline (the runner
+kills its process group), a query tier as a whole has a budget (one call per card must not add up to
+minutes), and the main table has an npu-smi slot of its own. A slow query tier that failed tries again
+after RETRY_FAILED_TIER_SECONDS rather than a whole interval later. The table job also evaluates the rules,
+so findings follow the freshest numbers; it and the watchdog ping run on threads of their own, so slow
+services can never delay them.
+
+Readers (the exporter, /status, /healthz) only read `DaemonState`: a scrape never runs npu-smi, and
+nothing served over HTTP changes state.
+
+Lifecycle: SIGHUP reloads the config (a bad one is refused with one log line and the old one keeps
+running; rule state survives), SIGTERM/SIGINT stop within STOP_GRACE_SECONDS and leave no npu-smi behind.
+systemd hears READY/STATUS/RELOADING/STOPPING, and WATCHDOG only while the table job makes progress.
+"""
+
+import dataclasses
+import datetime
+import logging
+import os
+import random
+import signal
+import socket
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Dict, List, Optional, Protocol, Sequence, Tuple
+
+from apscheduler.executors.pool import ThreadPoolExecutor
+from apscheduler.jobstores.base import JobLookupError
+from apscheduler.schedulers.background import BackgroundScheduler
+
+from ..sources.collection import Collector, Target
+from ..config import Config, ConfigError, ExporterConfig
+from ..services.control.service import control_services
+from ..services.events.service import event_services
+from ..outputs.exporter import ExporterView, build_registry
+from ..model import Finding, Snapshot
+from ..services.notify.service import notify_services
+from ..outputs.report import SCHEMA, overall_status, rfc3339, status_document
+from ..rules.engine import RuleEngine
+from ..rules.loader import RuleError, load_rules
+from .sdnotify import Notifier
+from ..sources.npusmi.source import QUERY_TYPES, TABLE_SOURCE, query_source_name
+from ..outputs.web import WebServer, WebServerError, parse_listen
+
+log = logging.getLogger(__name__)
+
+STOP_GRACE_SECONDS = 3.0  # SIGTERM to exit, well inside the promised 5 s and the unit's TimeoutStopSec
+PROGRESS_SLACK_SECONDS = 5.0  # time a table job may spend on rules and services beyond its npu-smi call
+RETRY_FAILED_TIER_SECONDS = 60.0  # a query tier with a longer interval whose poll failed tries again this soon
+FIRST_TABLE_WAIT_SECONDS = 1.0  # a query tier that ran before the first main table was read tries again this soon
+JOB_THREADS = 32  # more than there are jobs, so a job never waits for a thread
+
+
+class StartupError(Exception):
+    """A one-line reason the daemon cannot start (port in use, unwritable state_dir, bad TLS files, ...)."""
+
+
+class Service(Protocol):
+    """Something the daemon runs besides polling (event history, notifications, control, ...)."""
+
+    name: str
+
+    def jobs(self) -> List[Tuple[str, float, Callable[[], None]]]: ...  # (job id, interval seconds, function)
+
+    def on_evaluation(self, snapshot: Snapshot, findings: List[Finding],
+                      transitions: List[Tuple[str, Finding]]) -> None: ...  # quick: runs in the table job
+
+    def collectors(self) -> List[object]: ...  # extra prometheus_client collectors for /metrics
+
+    def close(self) -> None: ...
+
+
+def build_services(daemon: "Daemon") -> List[Service]:
+    """Every service that the config turns on. One line per service."""
+    services: List[Service] = []
+    services.extend(event_services(daemon))  # first: sets daemon.events, which later services record into
+    services.extend(notify_services(daemon))  # alert delivery, when notify.receivers are configured
+    services.extend(control_services(daemon))  # fan control under the governor, when control.enabled
+    return services
+
+
+@dataclass
+class DaemonState:
+    """What the readers see. Replaced as a whole under the lock; never mutated in place."""
+
+    snapshot: Optional[Snapshot] = None
+    findings: List[Finding] = field(default_factory=list)
+    last_progress: Optional[float] = None  # monotonic time the table job last finished
+    started: float = field(default_factory=time.monotonic)
+    polls: int = 0  # table jobs finished since start
+
+
+# -- pure helpers ------------------------------------------------------------------------------------------
+
+def progress_deadline(config: Config) -> float:
+    """How long the table job may go without finishing before the daemon counts as stuck: two intervals
+    (one run may be coalesced) plus the longest an npu-smi call may take, plus slack for rules and services."""
+    return 2 * config.poll.table_seconds + config.npu_smi_timeout_seconds + PROGRESS_SLACK_SECONDS
+
+
+def judge_health(state: DaemonState, now: float, deadline: float) -> Tuple[bool, str]:
+    """(healthy, reason) of the poll loop: healthy while the table job keeps finishing, whatever npu-smi
+    answered (a failing npu-smi shows in npumon_source_up, not as a dead daemon)."""
+    if state.last_progress is None:
+        waited = now - state.started
+        if waited <= deadline:
+            return True, "starting: the first poll has not finished yet"
+        return False, "no poll has finished since the start {:.0f}s ago".format(waited)
+    age = now - state.last_progress
+    if age > deadline:
+        return False, "poll loop stuck: the last poll finished {:.0f}s ago (limit {:.0f}s)".format(age, deadline)
+    return True, "ok"
+
+
+def status_line(snapshot: Snapshot, findings: Sequence[Finding]) -> str:
+    """One line for `systemctl status`."""
+    table = snapshot.sources.get(TABLE_SOURCE)
+    if table is None or not table.ok:
+        return "npu-smi failing: {}".format((table.error if table else None) or "no answer yet")
+    active = [finding for finding in findings if not finding.shadow]
+    return "{} chips, status {}, {} active finding{}".format(
+        len(snapshot.chips), overall_status(snapshot, findings), len(active), "" if len(active) == 1 else "s")
+
+
+def collector_settings(config: Config) -> Config:
+    """The config without what only the rules, the log and the HTTP server read. A reload that leaves this
+    unchanged keeps the collector, so no value goes missing until its tier polls again."""
+    return dataclasses.replace(config, thresholds={}, rule_files=[], log_level="info", exporter=ExporterConfig(),
+                               source="")
+
+
+def ensure_state_dir(config: Config) -> None:
+    """Create state_dir if needed and prove it is writable now, rather than when the first event is stored."""
+    path = config.state_dir
+    try:
+        os.makedirs(path, mode=0o750, exist_ok=True)
+        handle, probe = tempfile.mkstemp(dir=path, prefix=".npumon-write-test-")
+        os.close(handle)
+        os.unlink(probe)
+    except OSError as exc:
+        raise StartupError("{}: state_dir: {} is not a writable directory: {}".format(
+            config.source, path, exc.strerror or exc)) from None
+
+
+def load_rule_set(config: Config):
+    """(rules, parameters) for the config; RuleError names the rule file, line and key."""
+    return load_rules(config.rule_files, params=config.thresholds)
+
+
+class _OverlapNoticeFilter(logging.Filter):
+    """APScheduler warns each time a run is skipped because the previous one of the same job still runs.
+    For npumon that is the design (a job never overlaps itself), not news: the tier's duration and source
+    status already show a slow npu-smi, and the warning would repeat every interval."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "maximum number of running instances reached" not in record.getMessage()
+
+
+_OVERLAP_NOTICE_FILTER = _OverlapNoticeFilter()
+
+
+def _utc_in(seconds: float) -> datetime.datetime:
+    return datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=seconds)
+
+
+class Daemon:
+    def __init__(self, config: Config, target: Target, listen: Optional[str] = None,
+                 log_level: Optional[str] = None):
+        """Checks everything that can be wrong before anything starts; raises StartupError (or RuleError).
+        `listen` and `log_level` come from the command line and win over the config, also on reload."""
+        ensure_state_dir(config)
+        self.config = config
+        self.target = target
+        self._listen = listen
+        self._log_level = log_level
+        rules, self.params = load_rule_set(config)
+        self.engine = RuleEngine(rules, self.params)
+        self._lock = threading.Lock()
+        self._state = DaemonState()
+        self._stop = threading.Event()
+        self._reload_requested = threading.Event()
+        self._stopping = False
+        self._jobs_lock = threading.Condition()
+        self._running_jobs: Dict[str, int] = {}
+        self._last_status: Optional[str] = None
+        self.notifier = Notifier()
+        self.scheduler = BackgroundScheduler(
+            timezone="UTC",
+            executors={"default": ThreadPoolExecutor(JOB_THREADS), "table": ThreadPoolExecutor(1),
+                       "watchdog": ThreadPoolExecutor(1)},
+            job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None})
+        self.registry = build_registry(self.view, npu_exporter_compat=config.exporter.npu_exporter_compat)
+        self.web = self._web_server(config)
+        self.collector = Collector(config, target)
+        self.events = None  # the event history, when the config keeps one (set by its service)
+        self.services: List[Service] = []  # started by start(), once the port is ours
+        self._service_collectors: Dict[int, List[object]] = {}
+
+    def _web_server(self, config: Config) -> WebServer:
+        exporter = config.exporter
+        listen = self._listen or exporter.listen
+        try:
+            parse_listen(listen)
+        except WebServerError as exc:
+            raise StartupError("{}: {}".format(self._listen_origin(), exc)) from None
+        try:
+            return WebServer(listen, self.registry, self.status, self.health,
+                             tls_cert=exporter.tls_cert_file, tls_key=exporter.tls_key_file)
+        except WebServerError as exc:  # the listen address is fine: it is the TLS files
+            raise StartupError("{}: exporter.tls_cert_file: {}".format(config.source, exc)) from None
+
+    def _listen_origin(self) -> str:
+        """Where the listen address came from, for error messages."""
+        return "--listen" if self._listen else "{}: exporter.listen".format(self.config.source)
+
+    def _start_services(self) -> List[Service]:
+        services = build_services(self)
+        for service in services:
+            collectors = service.collectors()  # kept: a second call may well return new objects
+            for collector in collectors:
+                self.registry.register(collector)
+            self._service_collectors[id(service)] = collectors
+        return services
+
+    def _stop_services(self, services: List[Service]) -> None:
+        for service in services:
+            for collector in self._service_collectors.pop(id(service), []):
+                self.registry.unregister(collector)
+            self._guarded(service.name, service.close)
+
+    def record_event(self, kind: str, subject: str, message: str, severity: Optional[str] = None,
+                     details: Optional[dict] = None) -> None:
+        """Services record what they did (control actions, probe failures, ...) in the event history."""
+        if self.events is not None:
+            self._guarded("events", self.events.record, kind, subject, message, severity, details)
+
+    # -- readers ---------------------------------------------------------------------------------------
+
+    def state(self) -> DaemonState:
+        with self._lock:
+            return self._state
+
+    def view(self) -> ExporterView:
+        state = self.state()
+        return ExporterView(snapshot=state.snapshot, findings=list(state.findings),
+                            driver_version=state.snapshot.driver_version if state.snapshot else None)
+
+    def status(self) -> dict:
+        """The `npumon check --json` document of the latest poll."""
+        state = self.state()
+        if state.snapshot is None:
+            return {"schema": SCHEMA, "host": socket.gethostname(), "time": rfc3339(time.time()),
+                    "status": "unknown", "error": "no poll has finished yet", "chips": [], "findings": [],
+                    "sources": {}}
+        return status_document(state.snapshot, state.findings)
+
+    def health(self) -> Tuple[bool, str]:
+        return judge_health(self.state(), time.monotonic(), progress_deadline(self.config))
+
+    # -- jobs ------------------------------------------------------------------------------------------
+
+    def run_table_tier(self) -> None:
+        """Poll the main table, judge the new snapshot, hand it to the services, then publish it."""
+        collector, engine, services = self.collector, self.engine, self.services  # a reload may swap them
+        self._guarded("table", collector.poll, "table")
+        if collector is not self.collector:
+            return  # reloaded meanwhile with new collection settings: the new collector's table job follows
+        snapshot = collector.snapshot()
+        findings = self._guarded("rules", engine.evaluate, snapshot, snapshot.time)
+        transitions = self._guarded("rules", engine.transitions) or []
+        previous = self.state()
+        if findings is None:  # the rules failed (logged): keep showing what they said last
+            findings = previous.findings
+        # Services first, so what they add to the snapshot (e.g. the events source) shows with it.
+        for service in services:
+            self._guarded(service.name, service.on_evaluation, snapshot, findings, transitions)
+        with self._lock:
+            self._state = DaemonState(snapshot=snapshot, findings=findings, last_progress=time.monotonic(),
+                                      started=previous.started, polls=previous.polls + 1)
+        line = status_line(snapshot, findings)
+        if line != self._last_status:
+            self._last_status = line
+            self.notifier.status(line)
+
+    def run_tier(self, tier: str) -> None:
+        collector = self.collector
+        self._guarded(tier, collector.poll, tier)
+        # A query tier that could not run must not leave its values empty for a whole interval: its next run
+        # moves up, and the interval resumes after a success. (Other sources keep their own pace: a probe, for
+        # one, costs NPU time.)
+        if tier not in QUERY_TYPES:
+            return
+        if not collector.npusmi.table_read():
+            # It ran before npu-smi's first table came back (a slow first answer at start), so it asked no card.
+            self._run_tier_again(tier, FIRST_TABLE_WAIT_SECONDS)
+        elif collector.tiers().get(tier, 0) > RETRY_FAILED_TIER_SECONDS and self._tier_failed(collector, tier):
+            self._run_tier_again(tier, RETRY_FAILED_TIER_SECONDS)
+
+    def _run_tier_again(self, tier: str, seconds: float) -> None:
+        try:
+            self.scheduler.modify_job(tier, next_run_time=_utc_in(seconds))
+        except JobLookupError:  # removed by a reload or a stop meanwhile
+            pass
+
+    @staticmethod
+    def _tier_failed(collector: Collector, query: str) -> bool:
+        status = collector.snapshot().sources.get(query_source_name(query))
+        return status is not None and not status.ok
+
+    def _watchdog_ping(self) -> None:
+        healthy, reason = self.health()
+        if healthy:  # only when the poll loop really made progress: otherwise let systemd restart us
+            self.notifier.watchdog()
+        else:
+            log.warning("not pinging the systemd watchdog: %s", reason)
+
+    def _job(self, name: str, func: Callable, *args) -> None:
+        """Every scheduled job runs through here: counted (stop() waits for it) and guarded."""
+        with self._jobs_lock:
+            if self._stopping:  # queued before the stop, started after it
+                return
+            self._running_jobs[name] = self._running_jobs.get(name, 0) + 1
+        try:
+            self._guarded(name, func, *args)
+        finally:
+            with self._jobs_lock:
+                self._running_jobs[name] -= 1
+                if not self._running_jobs[name]:
+                    del self._running_jobs[name]
+                self._jobs_lock.notify_all()
+
+    def _guarded(self, what: str, func: Callable, *args):
+        """A bug in one tier must not kill the scheduler thread or the other tiers: log it, go on."""
+        try:
+            return func(*args)
+        except Exception:  # noqa: BLE001 - the daemon must outlive any single failure
+            log.exception("%s job failed", what)
+            return None
+
+    def _schedule(self) -> None:
+        """Add every job. The table polls at once; the other tiers start spread over their first interval
+        (10 s at most), so that their npu-smi calls do not all land at once."""
+        for tier, seconds in self.collector.tiers().items():
+            if seconds <= 0:
+                continue
+            if tier == "table":
+                func, args, executor, first = self.run_table_tier, (), "table", 0.0
+            else:
+                first = min(seconds, 1.0) if tier == "host" else random.uniform(0.1, 1.0) * min(seconds, 10.0)
+                func, args, executor = self.run_tier, (tier,), "default"
+            self.scheduler.add_job(self._job, "interval", args=(tier, func) + args, seconds=seconds, id=tier,
+                                   executor=executor, replace_existing=True, next_run_time=_utc_in(first))
+        for service in self.services:
+            for job_id, seconds, func in service.jobs():
+                self.scheduler.add_job(self._job, "interval", args=(job_id, func), seconds=seconds, id=job_id,
+                                       replace_existing=True)
+        watchdog = self.notifier.watchdog_interval()
+        if watchdog:
+            self.scheduler.add_job(self._job, "interval", args=("watchdog", self._watchdog_ping), seconds=watchdog,
+                                   id="watchdog", executor="watchdog", replace_existing=True)
+
+    # -- lifecycle -------------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Listen, then poll. Raises StartupError (port in use, ...) with nothing left running."""
+        try:
+            self.web.start()
+        except WebServerError as exc:
+            self.collector.close()
+            raise StartupError("{}: {}".format(self._listen_origin(), exc)) from None
+        self.services = self._start_services()
+        self._schedule()
+        logging.getLogger("apscheduler.scheduler").addFilter(_OVERLAP_NOTICE_FILTER)  # a no-op the second time
+        self.scheduler.start()
+        log.info("npumon serving on port %d; polling %s every %gs", self.web.port,
+                 "a simulated host" if self.target.simulated else " ".join(self.target.npu_smi_argv),
+                 self.config.poll.table_seconds)
+        self.notifier.ready("started; first poll running")
+
+    def request_stop(self, *_ignored) -> None:
+        self._stop.set()
+
+    def request_reload(self, *_ignored) -> None:
+        self._reload_requested.set()
+
+    def serve_forever(self, load_config: Callable[[], Config]) -> List[str]:
+        """Run until SIGTERM/SIGINT; SIGHUP reloads the config. Returns what stop() returns."""
+        signal.signal(signal.SIGTERM, self.request_stop)
+        signal.signal(signal.SIGINT, self.request_stop)
+        signal.signal(signal.SIGHUP, self.request_reload)
+        self.start()
+        while not self._stop.is_set():
+            # Signal handlers only set flags; the work happens here, on the main thread, never re-entered.
+            self._stop.wait(0.2)
+            if self._reload_requested.is_set() and not self._stop.is_set():
+                self._reload_requested.clear()
+                self.reload(load_config)
+        return self.stop()
+
+    def reload(self, load_config: Callable[[], Config]) -> bool:
+        """Apply a new config, or refuse it (one log line) and keep the running one."""
+        self.notifier.reloading()
+        try:
+            config = load_config()
+            rules, params = load_rule_set(config)
+            ensure_state_dir(config)
+        except (ConfigError, RuleError, StartupError) as exc:
+            log.error("reload refused, still running the previous config: %s", exc)
+            self.notifier.ready("reload refused: {}".format(exc))
+            return False
+        if config.exporter != self.config.exporter:
+            log.warning("exporter settings changed: they take effect on restart, not on reload")
+        self.engine.replace_rules(rules, params)  # keeps the state of rules whose id remains
+        self.params = params
+        old_collector = None
+        if collector_settings(config) != collector_settings(self.config):
+            if not self.target.simulated:
+                self.target = Target.real(config)  # npu_smi or root may have changed
+            old_collector = self.collector
+            self.collector = Collector(config, self.target)
+        self.config = config
+        if self._log_level is None:
+            from ..cli.main import set_log_level
+
+            set_log_level(config.log_level)
+        self._stop_services(self.services)
+        self.services = self._start_services()
+        self.scheduler.remove_all_jobs()
+        self._schedule()
+        if old_collector is not None:
+            old_collector.close()
+        log.info("config reloaded from %s%s", config.source,
+                 "" if old_collector is None else "; collection restarted with the new settings")
+        self.notifier.ready("config reloaded; polling every {:g}s".format(config.poll.table_seconds))
+        return True
+
+    def stop(self) -> List[str]:
+        """Stop polling and serving, kill npu-smi calls in flight, close the services. Returns the jobs still
+        running after STOP_GRACE_SECONDS (normally none; the caller then exits without waiting for them)."""
+        self.notifier.stopping()
+        with self._jobs_lock:
+            self._stopping = True
+        self.scheduler.shutdown(wait=False)
+        self.web.stop()
+        deadline = time.monotonic() + STOP_GRACE_SECONDS
+        closer = threading.Thread(target=self._close_collection, name="npumon-stop", daemon=True)
+        closer.start()
+        closer.join(STOP_GRACE_SECONDS)
+        with self._jobs_lock:
+            while self._running_jobs and time.monotonic() < deadline:
+                self._jobs_lock.wait(deadline - time.monotonic())
+            stuck = sorted(self._running_jobs)
+        if closer.is_alive():
+            stuck.append("closing services")
+        if stuck:
+            log.warning("stopping with work still running after %.0fs: %s", STOP_GRACE_SECONDS, ", ".join(stuck))
+        log.info("npumon stopped")
+        return stuck
+
+    def _close_collection(self) -> None:
+        self.collector.close()  # kills npu-smi calls in flight and refuses new ones
+        self._stop_services(self.services)
+        self.services = []

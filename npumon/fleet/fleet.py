@@ -1,0 +1,634 @@
+"""`npumon fleet --prometheus URL`: the fleet as Prometheus sees it, in a shell.
+
+It reads Prometheus's HTTP query API only; it never scrapes a host itself. It shows hosts up and down,
+the worst chips, and the active findings (`npumon_finding_active`) with their summaries and hints.
+
+Hints: the metric carries only rule, severity and subject. The summary and hint templates of a rule id are
+in the rule files, which this command loads locally (the built-in rules, plus the `rule_files` of
+`--config`, the same loading as `npumon check`). They are rendered with facts rebuilt from the host's
+series in Prometheus (one query per host with findings): temperatures, power, utilisation, memory, ECC,
+error codes, host CPU and sources. What Prometheus does not hold (error information text, process names)
+prints as `n/a`; `npumon check` on the host, or its /status, gives the full text.
+
+The host of a series is its `host` label (`--host-label`), or its `instance` where it has none.
+
+Exit codes: 0 the fleet was read, 1 Prometheus could not be read, 2 bad usage or config.
+"""
+
+import argparse
+import json
+import math
+import sys
+import time
+from collections import defaultdict
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+from urllib.parse import urlsplit, urlunsplit
+
+import requests
+
+from ..model import (SEVERITIES, ChipSample, HostSample, NumaNode, PcieLink, Snapshot, SourceStatus, chip_subject,
+                    parse_chip_subject)
+from ..outputs.report import rfc3339
+
+SCHEMA = "npumon.fleet/v1"
+PROMETHEUS_ERROR = 1
+USAGE_ERROR = 2
+MAX_BODY_BYTES = 64 * 1024 * 1024
+
+Labels = Dict[str, str]
+Sample = Tuple[Labels, float]
+
+# Worst first. A host that is down ranks after critical ones: a critical finding is a known fault,
+# a down host may only be a network blip; both come before warnings.
+HOST_STATUS_ORDER = ("critical", "down", "warning", "info", "ok")
+HEALTH_ORDER = ("Critical", "Alarm", "UNKNOWN", "Warning", "OK")
+SORT_KEYS = ("status", "host", "temperature", "findings", "chips")
+
+
+class PrometheusError(Exception):
+    """Prometheus could not be read; one line, without credentials."""
+
+
+def redact_url(url: str) -> str:
+    """The URL without user:password and query string, which may hold a token."""
+    parts = urlsplit(url)
+    netloc = parts.hostname or ""
+    if ":" in netloc:
+        netloc = "[{}]".format(netloc)
+    if parts.port is not None:
+        netloc += ":{}".format(parts.port)
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+class PrometheusClient:
+    """Instant queries against Prometheus's HTTP API (/api/v1/query)."""
+
+    def __init__(self, url: str, timeout_seconds: float = 10.0, ca_file: Optional[str] = None,
+                 session: Optional[requests.Session] = None):
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError("expected an http:// or https:// URL, e.g. http://prometheus:9090, got {!r}"
+                             .format(redact_url(url) if parts.hostname else url))
+        self.url = url.rstrip("/")
+        self.display_url = redact_url(self.url)
+        self.timeout_seconds = timeout_seconds
+        self.verify = ca_file if ca_file else True
+        self.session = session or requests.Session()
+
+    def query(self, expr: str, at: Optional[float] = None) -> List[Sample]:
+        """The vector an instant query returns, as (labels, value) pairs."""
+        data = {"query": expr}
+        if at is not None:
+            data["time"] = "{:.3f}".format(at)
+        try:
+            # POST: the per-host selectors can be long; Prometheus accepts form-encoded queries.
+            response = self.session.post(self.url + "/api/v1/query", data=data, timeout=self.timeout_seconds,
+                                         verify=self.verify, stream=True)
+            body = response.raw.read(MAX_BODY_BYTES + 1, decode_content=True)
+        except requests.RequestException as exc:
+            raise PrometheusError("cannot reach Prometheus at {}: {}".format(self.display_url, _reason(exc))) from None
+        if len(body) > MAX_BODY_BYTES:
+            raise PrometheusError("Prometheus at {} answered more than {} MiB for {}".format(
+                self.display_url, MAX_BODY_BYTES // 1048576, expr))
+        try:
+            document = json.loads(body.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError):
+            raise PrometheusError("Prometheus at {} answered HTTP {} with a body that is not JSON: is this "
+                                  "Prometheus's address?".format(self.display_url, response.status_code)) from None
+        if not isinstance(document, dict) or document.get("status") != "success":
+            error = document.get("error") if isinstance(document, dict) else None
+            raise PrometheusError("Prometheus at {} refused the query {}: HTTP {}: {}".format(
+                self.display_url, expr, response.status_code, error or "no error text"))
+        result = document.get("data", {})
+        if result.get("resultType") != "vector":
+            raise PrometheusError("Prometheus at {} answered {} for {}, expected a vector".format(
+                self.display_url, result.get("resultType"), expr))
+        samples = []
+        for item in result.get("result", []):
+            try:
+                samples.append((dict(item["metric"]), float(item["value"][1])))
+            except (KeyError, IndexError, TypeError, ValueError):
+                continue
+        return samples
+
+
+def _reason(exc: requests.RequestException) -> str:
+    if isinstance(exc, requests.Timeout):
+        return "timed out"
+    if isinstance(exc, requests.exceptions.SSLError):
+        return "TLS error (use --ca-file for a private CA)"
+    if isinstance(exc, requests.ConnectionError):
+        return "connection failed"
+    return type(exc).__name__
+
+
+# --------------------------------------------------------------------------------------------- the view
+
+@dataclass
+class FindingRow:
+    host: str
+    rule: str
+    severity: str
+    subject: str
+    summary: str = ""
+    hint: str = ""
+
+
+@dataclass
+class ChipRow:
+    host: str
+    npu: int
+    chip: int
+    name: Optional[str] = None
+    health: Optional[str] = None
+    temperature_celsius: Optional[float] = None
+    power_watts: Optional[float] = None
+    aicore_ratio: Optional[float] = None
+    ecc_double_bit_errors: Optional[float] = None
+    ecc_isolated_pages: Optional[float] = None
+    worst_finding: Optional[str] = None  # severity of the chip's worst active finding
+
+    @property
+    def subject(self) -> str:
+        return chip_subject(self.npu, self.chip)
+
+
+@dataclass
+class HostRow:
+    host: str
+    instances: List[str] = field(default_factory=list)
+    up: Optional[bool] = None  # None: Prometheus has no `up` for it (e.g. series from another job)
+    chips: int = 0
+    unhealthy_chips: int = 0
+    hottest_celsius: Optional[float] = None
+    findings: Dict[str, int] = field(default_factory=dict)  # severity -> count
+    sources_down: List[str] = field(default_factory=list)
+
+    @property
+    def status(self) -> str:
+        if self.up is False:
+            return "down"
+        for severity in ("critical", "warning", "info"):
+            if self.findings.get(severity):
+                return severity
+        return "ok"
+
+
+@dataclass
+class FleetView:
+    prometheus: str
+    jobs: List[str]
+    time: float
+    hosts: List[HostRow]
+    chips: List[ChipRow]
+    findings: List[FindingRow]
+
+
+def host_of(labels: Labels, host_label: str) -> str:
+    return labels.get(host_label) or labels.get("instance") or "?"
+
+
+def _chip_key(labels: Labels) -> Optional[Tuple[int, int]]:
+    try:
+        return int(labels["npu"]), int(labels["chip"])
+    except (KeyError, ValueError):
+        return None
+
+
+def build_view(prometheus: str, jobs: Sequence[str], now: float, results: Dict[str, List[Sample]],
+               findings: List[FindingRow], host_label: str) -> FleetView:
+    """The view from the fleet-wide query results (see FLEET_QUERIES) and the rendered findings."""
+    hosts: Dict[str, HostRow] = {}
+
+    def host(name: str) -> HostRow:
+        if name not in hosts:
+            hosts[name] = HostRow(name)
+        return hosts[name]
+
+    for labels, value in results["up"]:
+        row = host(host_of(labels, host_label))
+        instance = labels.get("instance", "")
+        if instance and instance not in row.instances:
+            row.instances.append(instance)
+        row.up = bool(value) if row.up is None else (row.up and bool(value))
+    chips: Dict[Tuple[str, int, int], ChipRow] = {}
+
+    def chip(labels: Labels) -> Optional[ChipRow]:
+        key = _chip_key(labels)
+        if key is None:
+            return None
+        name = host_of(labels, host_label)
+        host(name)
+        if (name,) + key not in chips:
+            chips[(name,) + key] = ChipRow(name, key[0], key[1])
+        return chips[(name,) + key]
+
+    for labels, _ in results["chip_info"]:
+        row = chip(labels)
+        if row is not None:
+            row.name = labels.get("name") or None
+    for labels, _ in results["health"]:
+        row = chip(labels)
+        if row is not None:
+            row.health = labels.get("state")
+    for metric, attribute in (("temperature", "temperature_celsius"), ("power", "power_watts"),
+                              ("aicore", "aicore_ratio"), ("ecc_double", "ecc_double_bit_errors"),
+                              ("isolated_pages", "ecc_isolated_pages")):
+        for labels, value in results[metric]:
+            row = chip(labels)
+            if row is not None:
+                setattr(row, attribute, value)
+    for labels, _ in results["sources_down"]:
+        row = host(host_of(labels, host_label))
+        row.sources_down = sorted(set(row.sources_down) | {labels.get("source", "?")})
+    for finding in findings:
+        row = host(finding.host)
+        row.findings[finding.severity] = row.findings.get(finding.severity, 0) + 1
+        key = parse_chip_subject(finding.subject)
+        chip_row = chips.get((finding.host,) + key) if key is not None else None
+        if chip_row is not None and _severity_rank(finding.severity) < _severity_rank(chip_row.worst_finding):
+            chip_row.worst_finding = finding.severity
+    for row in chips.values():
+        owner = hosts[row.host]
+        owner.chips += 1
+        if row.health is not None and row.health != "OK":
+            owner.unhealthy_chips += 1
+        if row.temperature_celsius is not None and (owner.hottest_celsius is None
+                                                    or row.temperature_celsius > owner.hottest_celsius):
+            owner.hottest_celsius = row.temperature_celsius
+    return FleetView(prometheus, list(jobs), now, list(hosts.values()), list(chips.values()), findings)
+
+
+def _severity_rank(severity: Optional[str]) -> int:
+    order = ("critical", "warning", "info")
+    return order.index(severity) if severity in order else len(order)
+
+
+def _health_rank(health: Optional[str]) -> int:
+    return HEALTH_ORDER.index(health) if health in HEALTH_ORDER else len(HEALTH_ORDER)
+
+
+def _descending(value: Optional[float]) -> float:
+    return -value if value is not None else math.inf
+
+
+def sorted_hosts(hosts: Iterable[HostRow], sort: str = "status") -> List[HostRow]:
+    def worst_first(row: HostRow):
+        return (HOST_STATUS_ORDER.index(row.status), -row.findings.get("critical", 0),
+                -row.findings.get("warning", 0), -row.unhealthy_chips, _descending(row.hottest_celsius), row.host)
+
+    keys: Dict[str, Callable[[HostRow], Any]] = {
+        "status": worst_first,
+        "host": lambda row: row.host,
+        "temperature": lambda row: (_descending(row.hottest_celsius), worst_first(row)),
+        "findings": lambda row: (-sum(row.findings.values()), worst_first(row)),
+        "chips": lambda row: (-row.chips, worst_first(row)),
+    }
+    return sorted(hosts, key=keys[sort])
+
+
+def worst_chips(chips: Iterable[ChipRow], top: int, sort: str = "status") -> List[ChipRow]:
+    """The chips that most need a look: bad health, then findings, then heat; by heat alone with
+    --sort temperature. Healthy chips without findings count only for heat."""
+    def badness(row: ChipRow):
+        return (_health_rank(row.health), _severity_rank(row.worst_finding), _descending(row.temperature_celsius),
+                row.host, row.npu, row.chip)
+
+    if sort == "temperature":
+        key = lambda row: (_descending(row.temperature_celsius),) + badness(row)  # noqa: E731
+    else:
+        key = badness
+    return sorted(chips, key=key)[:max(0, top)]
+
+
+def sorted_findings(findings: Iterable[FindingRow], hosts: Sequence[HostRow]) -> List[FindingRow]:
+    """In the order of the host list, worst severity first within a host."""
+    position = {row.host: i for i, row in enumerate(hosts)}
+    return sorted(findings, key=lambda f: (position.get(f.host, len(position)), _severity_rank(f.severity),
+                                           f.subject, f.rule))
+
+
+# --------------------------------------------------------------------------------------------- hints
+
+def snapshot_from_series(series: Iterable[Sample]) -> Tuple[Snapshot, Dict[Tuple[int, int], float]]:
+    """A partial Snapshot of one host rebuilt from its npumon_* series (the inverse of exporter.py for the
+    fields rules use), and the chips' process counts (series carry the count, not the processes)."""
+    from ..outputs.exporter import UTILIZATION_ENGINES
+
+    engine_fields = dict(UTILIZATION_ENGINES)
+    chips: Dict[Tuple[int, int], ChipSample] = {}
+    process_counts: Dict[Tuple[int, int], float] = {}
+    host = HostSample()
+    numa: Dict[int, NumaNode] = {}
+    sources: Dict[str, Dict[str, float]] = defaultdict(dict)
+    snapshot_time = time.time()
+
+    for labels, value in series:
+        name = labels.get("__name__", "")
+        key = _chip_key(labels)
+        if name.startswith("npumon_chip_") and key is not None:
+            chip = chips.setdefault(key, ChipSample(npu=key[0], chip=key[1]))
+            _set_chip_value(chip, name, labels, value, engine_fields, process_counts)
+        elif name.startswith("npumon_host_"):
+            _set_host_value(host, numa, name, labels, value)
+        elif name.startswith("npumon_source_"):
+            sources[labels.get("source", "?")][name] = value
+        elif name == "npumon_snapshot_timestamp_seconds":
+            snapshot_time = value
+    host.numa_nodes = [numa[node] for node in sorted(numa)]
+    for chip in chips.values():
+        _chip_totals(chip)
+    statuses = {source: SourceStatus(ok=values.get("npumon_source_up") == 1,
+                                     duration_seconds=values.get("npumon_source_duration_seconds"),
+                                     last_success=values.get("npumon_source_last_success_timestamp_seconds"),
+                                     unsupported=values.get("npumon_source_unsupported") == 1)
+                for source, values in sources.items()}
+    snapshot = Snapshot(time=snapshot_time, host=host, chips=[chips[k] for k in sorted(chips)], sources=statuses)
+    return snapshot, process_counts
+
+
+def _set_chip_value(chip: ChipSample, name: str, labels: Labels, value: float, engine_fields: Dict[str, str],
+                    process_counts: Dict[Tuple[int, int], float]) -> None:
+    memory = labels.get("memory")
+    if name == "npumon_chip_info":
+        chip.name = labels.get("name") or None
+        chip.bus_id = labels.get("bus_id") or None
+        chip.driver_version = labels.get("driver_version") or None
+    elif name == "npumon_chip_health" and value == 1:
+        chip.health = labels.get("state")
+    elif name == "npumon_chip_error_code_info":
+        chip.error_codes = sorted(set(chip.error_codes) | {labels.get("code", "?")})
+    elif name == "npumon_chip_temperature_celsius":
+        chip.temperature_celsius = value
+    elif name == "npumon_chip_power_watts":
+        chip.power_watts = value
+    elif name == "npumon_chip_utilization_ratio" and labels.get("engine") in engine_fields:
+        setattr(chip, engine_fields[labels["engine"]], value)
+    elif name in ("npumon_chip_memory_used_bytes", "npumon_chip_memory_total_bytes") and memory in ("hbm", "ddr"):
+        prefix = "hbm" if memory == "hbm" else "memory"
+        setattr(chip, "{}_{}_bytes".format(prefix, "used" if "used" in name else "total"), int(value))
+    elif name == "npumon_chip_memory_bandwidth_ratio" and memory in ("hbm", "ddr"):
+        setattr(chip, "{}_bandwidth_ratio".format(memory), value)
+    elif name == "npumon_chip_ecc_errors" and memory:
+        chip.ecc = chip.ecc or {}
+        chip.ecc.setdefault(memory, {})[labels.get("bit", "?")] = int(value)
+    elif name == "npumon_chip_ecc_isolated_pages" and memory:
+        chip.ecc = chip.ecc or {}
+        chip.ecc.setdefault(memory, {})["isolated_pages"] = int(value)
+    elif name == "npumon_chip_processes":
+        process_counts[chip.key] = value
+    elif name.startswith("npumon_chip_pcie_link_"):
+        link = chip.pcie = chip.pcie or PcieLink()
+        kind = labels.get("kind")
+        if name == "npumon_chip_pcie_link_speed_gts" and kind in ("current", "max"):
+            setattr(link, "{}_speed_gts".format(kind), value)
+        elif name == "npumon_chip_pcie_link_width_lanes" and kind in ("current", "max"):
+            setattr(link, "{}_width".format(kind), int(value))
+
+
+def _chip_totals(chip: ChipSample) -> None:
+    """The chip-wide ECC counts the rules read, summed over the memories like the collector does."""
+    if not chip.ecc:
+        return
+    for attribute, key in (("ecc_single_bit_errors", "single"), ("ecc_double_bit_errors", "double"),
+                           ("ecc_isolated_pages", "isolated_pages")):
+        counts = [memory[key] for memory in chip.ecc.values() if memory.get(key) is not None]
+        setattr(chip, attribute, sum(counts) if counts else None)
+
+
+def _set_host_value(host: HostSample, numa: Dict[int, NumaNode], name: str, labels: Labels, value: float) -> None:
+    simple = {
+        "npumon_host_cpu_ratio": "cpu_ratio",
+        "npumon_host_memory_total_bytes": "memory_total_bytes",
+        "npumon_host_memory_available_bytes": "memory_available_bytes",
+        "npumon_host_numa_balancing": "numa_balancing",
+        "npumon_host_max_map_areas": "max_map_count",
+        "npumon_host_serving_queue_depth": "serving_queue_depth",
+    }
+    if name in simple:
+        integer = simple[name] in ("memory_total_bytes", "memory_available_bytes", "numa_balancing", "max_map_count")
+        setattr(host, simple[name], int(value) if integer else value)
+    elif name == "npumon_host_numa_cpu_ratio":
+        try:
+            node = int(labels.get("node", ""))
+        except ValueError:
+            return
+        numa.setdefault(node, NumaNode(node=node)).cpu_ratio = value
+    elif name == "npumon_host_info":
+        host.driver_version = labels.get("driver_version") or None
+        host.firmware_version = labels.get("firmware_version") or None
+        host.cann_version = labels.get("cann_version") or None
+
+
+# Facts that the series cannot give: shown as n/a rather than as a wrong "none".
+UNKNOWN_FROM_PROMETHEUS = ("error_information_text", "process_names", "process_signature", "process_memory_bytes")
+
+
+def subject_facts(series: Iterable[Sample]) -> Dict[str, Dict[str, Any]]:
+    """subject -> facts, as the rules engine would see them, from one host's series."""
+    from ..rules.facts import snapshot_facts
+
+    snapshot, process_counts = snapshot_from_series(series)
+    facts = snapshot_facts(snapshot)
+    for chip in snapshot.chips:
+        chip_facts = facts[chip.subject]
+        chip_facts["process_count"] = int(process_counts[chip.key]) if chip.key in process_counts else None
+        for name in UNKNOWN_FROM_PROMETHEUS:
+            chip_facts[name] = None
+    return facts
+
+
+def render_findings(samples: Iterable[Sample], host_label: str, rules: Dict[str, Any], params: Dict[str, float],
+                    facts_of_host: Callable[[str], Dict[str, Dict[str, Any]]]) -> List[FindingRow]:
+    """One FindingRow per npumon_finding_active series, its summary and hint rendered from the local rules."""
+    from ..rules.template import compile_template
+
+    rows = []
+    for labels, _ in samples:
+        row = FindingRow(host=host_of(labels, host_label), rule=labels.get("rule", "?"),
+                         severity=labels.get("severity", "?"), subject=labels.get("subject", "?"))
+        rule = rules.get(row.rule)
+        if rule is None:
+            row.summary = "(rule {!r} is not in this npumon's rule files: pass the host's --config)".format(row.rule)
+        else:
+            facts = facts_of_host(row.host).get(row.subject) or {}
+            row.summary = compile_template(rule.summary).render(facts, params)
+            row.hint = compile_template(rule.hint).render(facts, params)
+        rows.append(row)
+    return rows
+
+
+# --------------------------------------------------------------------------------------------- reading
+
+# name -> PromQL; {jobs} is the job matcher.
+FLEET_QUERIES = {
+    "up": 'up{{{jobs}}}',
+    "chip_info": 'npumon_chip_info{{{jobs}}}',
+    "health": 'npumon_chip_health{{{jobs}}} == 1',
+    "temperature": 'npumon_chip_temperature_celsius{{{jobs}}}',
+    "power": 'npumon_chip_power_watts{{{jobs}}}',
+    "aicore": 'npumon_chip_utilization_ratio{{{jobs},engine="aicore"}}',
+    "ecc_double": 'sum without (memory, bit) (npumon_chip_ecc_errors{{{jobs},bit="double"}})',
+    "isolated_pages": 'sum without (memory) (npumon_chip_ecc_isolated_pages{{{jobs}}})',
+    "sources_down": 'npumon_source_up{{{jobs}}} == 0 unless on (job, instance, source) '
+                    'npumon_source_unsupported{{{jobs}}} == 1',
+    "findings": 'npumon_finding_active{{{jobs}}} == 1',
+}
+JOB_DISCOVERY = 'group by (job) (last_over_time(npumon_build_info[1h]))'
+
+
+def _label_value(value: str) -> str:
+    return json.dumps(value)  # a PromQL string literal: double quotes, backslash escapes
+
+
+def read_fleet(client: PrometheusClient, jobs: Optional[Sequence[str]], host_label: str,
+               rules: Dict[str, Any], params: Dict[str, float]) -> FleetView:
+    if not jobs:
+        jobs = sorted({labels.get("job", "") for labels, _ in client.query(JOB_DISCOVERY)} - {""})
+        if not jobs:
+            raise PrometheusError("Prometheus at {} has no npumon_build_info series from the last hour: is it "
+                                  "scraping npumon? (or name the scrape job with --job)".format(client.display_url))
+    job_matcher = 'job=~{}'.format(_label_value("|".join(_regex_escape(job) for job in jobs)))
+    now = time.time()
+    results = {name: client.query(expr.format(jobs=job_matcher), at=now) for name, expr in FLEET_QUERIES.items()}
+    # A finding's host is its host label, or its instance: select the host's series by the same label.
+    selecting_label = {host_of(labels, host_label): host_label if labels.get(host_label) else "instance"
+                       for labels, _ in results["findings"]}
+    cache: Dict[str, Dict[str, Dict[str, Any]]] = {}
+
+    def facts_of_host(host: str) -> Dict[str, Dict[str, Any]]:
+        if host not in cache:
+            selector = '{{{},{}={},__name__=~"npumon_(chip|host|source|snapshot)_.+"}}'.format(
+                job_matcher, selecting_label.get(host, host_label), _label_value(host))
+            cache[host] = subject_facts(client.query(selector, at=now))
+        return cache[host]
+
+    findings = render_findings(results["findings"], host_label, rules, params, facts_of_host)
+    return build_view(client.display_url, jobs, now, results, findings, host_label)
+
+
+def _regex_escape(text: str) -> str:
+    return "".join("\\" + char if char in ".^$*+?()[]{}|\\" else char for char in text)
+
+
+# --------------------------------------------------------------------------------------------- output
+
+def view_document(view: FleetView, top: int, sort: str = "status") -> Dict[str, Any]:
+    hosts = sorted_hosts(view.hosts, sort)
+    return {
+        "schema": SCHEMA,
+        "prometheus": view.prometheus,
+        "jobs": view.jobs,
+        "time": rfc3339(view.time),
+        "summary": {status: sum(1 for row in hosts if row.status == status) for status in HOST_STATUS_ORDER},
+        "hosts": [dict(asdict(row), status=row.status) for row in hosts],
+        "worst_chips": [dict(asdict(row), subject=row.subject) for row in worst_chips(view.chips, top, sort)],
+        "findings": [asdict(row) for row in sorted_findings(view.findings, hosts)],
+    }
+
+
+def render_text(view: FleetView, top: int, sort: str = "status", hints: bool = True) -> str:
+    hosts = sorted_hosts(view.hosts, sort)
+    counts = ", ".join("{} {}".format(sum(1 for row in hosts if row.status == status), status)
+                       for status in HOST_STATUS_ORDER)
+    lines = ["FLEET {} host(s) from {} (job {}): {}".format(len(hosts), view.prometheus, ", ".join(view.jobs), counts),
+             _columns(("HOST", "STATUS", "CHIPS", "UNHEALTHY", "HOTTEST", "FINDINGS", "INSTANCE", "SOURCES DOWN"),
+                      HOST_WIDTHS)]
+    for row in hosts:
+        findings = ", ".join("{} {}".format(row.findings[s], s) for s in SEVERITIES[::-1] if row.findings.get(s))
+        lines.append(_columns((row.host, row.status.upper(), row.chips, row.unhealthy_chips,
+                               _number(row.hottest_celsius, "{:.0f}C"), findings or "-",
+                               ", ".join(row.instances) or "-", ", ".join(row.sources_down) or "-"), HOST_WIDTHS))
+    chips = worst_chips(view.chips, top, sort)
+    if chips:
+        lines += ["", "WORST CHIPS",
+                  _columns(("HOST", "CHIP", "NAME", "HEALTH", "TEMP", "POWER", "AICORE", "ECC 2-BIT", "FINDING"),
+                           CHIP_WIDTHS)]
+        for row in chips:
+            lines.append(_columns((row.host, row.subject, row.name or "-", row.health or "-",
+                                   _number(row.temperature_celsius, "{:.0f}C"), _number(row.power_watts, "{:.0f}W"),
+                                   _number(row.aicore_ratio, "{:.0%}"), _number(row.ecc_double_bit_errors, "{:.0f}"),
+                                   row.worst_finding or "-"), CHIP_WIDTHS))
+    findings = sorted_findings(view.findings, hosts)
+    lines += ["", "FINDINGS" if findings else "FINDINGS: none active"]
+    for finding in findings:
+        lines.append("  {:<9} {:<18} {:<13} {}: {}".format(finding.severity.upper(), finding.host, finding.subject,
+                                                          finding.rule, finding.summary))
+        if hints and finding.hint:
+            lines.append("            hint: " + finding.hint)
+    return "\n".join(lines)
+
+
+HOST_WIDTHS = (18, 9, 6, 10, 8, 22, 16, 0)
+CHIP_WIDTHS = (18, 12, 10, 8, 6, 7, 7, 10, 0)
+
+
+def _columns(cells: Sequence[Any], widths: Sequence[int]) -> str:
+    return "  ".join(str(cell).ljust(width) for cell, width in zip(cells, widths)).rstrip()
+
+
+def _number(value: Optional[float], spec: str) -> str:
+    return "-" if value is None else spec.format(value)
+
+
+# --------------------------------------------------------------------------------------------- command
+
+def add_fleet_command(commands) -> None:
+    fleet = commands.add_parser(
+        "fleet", help="the fleet from Prometheus: hosts up and down, worst chips, findings with hints",
+        description="Read the fleet from Prometheus's HTTP API (never from the hosts): hosts up and down, the "
+                    "worst chips, the active findings with hints from the local rule files. Exit 0 when "
+                    "Prometheus was read, 1 when it could not be, 2 on bad usage.")
+    fleet.add_argument("--prometheus", required=True, metavar="URL", help="Prometheus base URL, e.g. http://prom:9090")
+    fleet.add_argument("--job", action="append", metavar="JOB",
+                       help="scrape job(s) of the npumon hosts (default: every job with npumon_build_info)")
+    fleet.add_argument("--host-label", default="host", metavar="LABEL",
+                       help="target label naming the host (default: host; instance where a series has none)")
+    fleet.add_argument("--sort", choices=SORT_KEYS, default="status",
+                       help="host order (default: status, worst first: critical, down, warning, info, ok)")
+    fleet.add_argument("--top", type=int, default=10, metavar="N", help="worst chips to list (default 10)")
+    fleet.add_argument("--no-hints", action="store_true", help="summaries only")
+    fleet.add_argument("--json", action="store_true", help="print the npumon.fleet/v1 JSON document")
+    fleet.add_argument("--config", "-c", metavar="FILE",
+                       help="npumon config whose rule_files and thresholds render the hints (default: built-in)")
+    fleet.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
+                       help="deadline of each Prometheus query (default 10)")
+    fleet.add_argument("--ca-file", metavar="FILE", help="CA bundle for an https:// Prometheus with a private CA")
+    fleet.set_defaults(func=cmd_fleet)
+
+
+def cmd_fleet(args: argparse.Namespace) -> int:
+    from ..config import ConfigError, load_config
+    from ..rules.loader import RuleError, load_rules
+
+    if args.top < 0 or not args.timeout > 0:
+        print("npumon: --top must be 0 or more and --timeout greater than 0", file=sys.stderr)
+        return USAGE_ERROR
+    try:
+        client = PrometheusClient(args.prometheus, timeout_seconds=args.timeout, ca_file=args.ca_file)
+    except ValueError as exc:
+        print("npumon: --prometheus: " + str(exc), file=sys.stderr)
+        return USAGE_ERROR
+    try:
+        config = load_config(args.config)
+        rule_list, params = load_rules(config.rule_files, params=config.thresholds)
+    except (ConfigError, RuleError) as exc:
+        print("npumon: " + str(exc), file=sys.stderr)
+        return USAGE_ERROR
+    rules = {rule.id: rule for rule in rule_list}
+    try:
+        view = read_fleet(client, args.job, args.host_label, rules, params)
+    except PrometheusError as exc:
+        print("npumon: " + str(exc), file=sys.stderr)
+        return PROMETHEUS_ERROR
+    if args.json:
+        document = view_document(view, args.top, args.sort)
+        if args.no_hints:
+            for finding in document["findings"]:
+                finding["hint"] = ""
+        print(json.dumps(document, indent=2))
+    else:
+        print(render_text(view, args.top, args.sort, hints=not args.no_hints))
+    return 0
+

@@ -1,0 +1,162 @@
+"""Snapshot + findings -> what people and other tools read: the overall status, the `check --json`
+document (also served as `/status`), and the human table with a Nagios status line and perfdata.
+Pure functions, no I/O."""
+
+import dataclasses
+import datetime
+from typing import Any, Dict, List, Optional, Sequence
+
+from ..model import Finding, ProbeSample, Snapshot, chip_json
+from ..sources.npusmi.source import TABLE_SOURCE
+
+SCHEMA = "npumon.check/v1"
+EXIT_CODES = {"ok": 0, "warning": 1, "critical": 2, "unknown": 3}
+SEVERITY_ORDER = {"critical": 0, "warning": 1, "info": 2}
+
+
+def overall_status(snapshot: Snapshot, findings: Sequence[Finding]) -> str:
+    """UNKNOWN when the main table could not be read (nothing was checked); else the worst finding.
+    Shadow findings never change the status: they are being tried out."""
+    table = snapshot.sources.get(TABLE_SOURCE)
+    if table is None or not table.ok or not snapshot.chips:
+        return "unknown"
+    severities = {finding.severity for finding in findings if not finding.shadow}
+    for status in ("critical", "warning"):
+        if status in severities:
+            return status
+    return "ok"
+
+
+def rfc3339(unix_time: float) -> str:
+    moment = datetime.datetime.fromtimestamp(unix_time, tz=datetime.timezone.utc)
+    return moment.isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def sorted_findings(findings: Sequence[Finding]) -> List[Finding]:
+    return sorted(findings, key=lambda f: (SEVERITY_ORDER.get(f.severity, 9), f.subject, f.rule))
+
+
+def status_document(snapshot: Snapshot, findings: Sequence[Finding], extra: Optional[Dict[str, Any]] = None
+                    ) -> Dict[str, Any]:
+    """The `npumon.check/v1` document (contract: see DESIGN.md)."""
+    document = {
+        "schema": SCHEMA,
+        "host": snapshot.host.hostname,
+        "time": rfc3339(snapshot.time),
+        "status": overall_status(snapshot, findings),
+        "tool_version": snapshot.tool_version,
+        "driver_version": snapshot.driver_version,
+        "chips": [chip_json(chip) for chip in snapshot.chips],
+        "findings": [finding.to_json() for finding in sorted_findings(findings)],
+        "sources": {name: status.to_json() for name, status in sorted(snapshot.sources.items())},
+        "host_facts": dataclasses.asdict(snapshot.host),
+    }
+    if extra:
+        document.update(extra)
+    return document
+
+
+# -- human and Nagios output ----------------------------------------------------------------------------
+
+def nagios_line(snapshot: Snapshot, findings: Sequence[Finding], params: Dict[str, float]) -> str:
+    status = overall_status(snapshot, findings)
+    active = [f for f in sorted_findings(findings) if not f.shadow and f.severity != "info"]
+    if status == "unknown":
+        table = snapshot.sources.get(TABLE_SOURCE)
+        reason = table.error if table is not None and table.error else "no chips found"
+        summary = "cannot read npu-smi: {}".format(reason)
+    elif active:
+        summary = "{} finding{}: {}".format(len(active), "" if len(active) == 1 else "s",
+                                            "; ".join("{} {}".format(f.subject, f.summary) for f in active[:3]))
+        if len(active) > 3:
+            summary += "; ..."
+    else:
+        summary = "{} chip{} OK".format(len(snapshot.chips), "" if len(snapshot.chips) == 1 else "s")
+    summary = summary.replace("|", "/")  # '|' starts perfdata in the Nagios protocol
+    perf = perfdata(snapshot, params)
+    return "NPU {} - {}{}".format(status.upper(), summary, " | " + perf if perf else "")
+
+
+def perfdata(snapshot: Snapshot, params: Dict[str, float]) -> str:
+    warn = _num(params.get("temperature_warning_celsius"))
+    crit = _num(params.get("temperature_critical_celsius"))
+    items = []
+    for chip in snapshot.chips:
+        label = "npu{}_chip{}".format(chip.npu, chip.chip)
+        if chip.temperature_celsius is not None:
+            items.append("'{}_temp'={};{};{};;".format(label, _num(chip.temperature_celsius), warn, crit))
+        if chip.power_watts is not None:
+            items.append("'{}_power'={}W;;;0;".format(label, _num(chip.power_watts)))
+        if chip.aicore_ratio is not None:
+            items.append("'{}_aicore'={}%;;;0;100".format(label, _num(chip.aicore_ratio * 100)))
+        if chip.hbm_used_bytes is not None:
+            items.append("'{}_hbm_used'={}B;;;0;{}".format(label, chip.hbm_used_bytes,
+                                                           "" if chip.hbm_total_bytes is None else chip.hbm_total_bytes))
+    return " ".join(items)
+
+
+def _num(value: Optional[float]) -> str:
+    """Nagios forbids scientific notation; keep it short."""
+    if value is None:
+        return ""
+    text = "{:.3f}".format(value).rstrip("0").rstrip(".")
+    return text if text != "-0" else "0"
+
+
+def render_table(snapshot: Snapshot, findings: Sequence[Finding]) -> str:
+    lines = []
+    title = "host {}".format(snapshot.host.hostname)
+    if snapshot.tool_version:
+        title += ", npu-smi {} (driver {})".format(snapshot.tool_version, snapshot.driver_version or "?")
+    lines.append(title + ", {} chip{}".format(len(snapshot.chips), "" if len(snapshot.chips) == 1 else "s"))
+    if snapshot.chips:
+        rows = [("NPU", "CHIP", "NAME", "HEALTH", "TEMP", "POWER", "AICORE", "HBM BW", "MEMORY USED", "BUS-ID",
+                 "PROBE")]
+        for chip in snapshot.chips:
+            used, total = (chip.hbm_used_bytes, chip.hbm_total_bytes) if chip.hbm_total_bytes else (
+                chip.memory_used_bytes, chip.memory_total_bytes)
+            rows.append((
+                str(chip.npu), str(chip.chip), chip.name or "-", chip.health or "-",
+                _fmt(chip.temperature_celsius, "{:.0f}C"), _fmt(chip.power_watts, "{:.1f}W"),
+                _fmt(chip.aicore_ratio, "{:.0%}"), _fmt(chip.hbm_bandwidth_ratio, "{:.0%}"),
+                "-" if used is None or not total else "{:.1f}/{:.1f} GiB".format(used / 2**30, total / 2**30),
+                chip.bus_id or "-",
+                _probe_cell(chip.probe),
+            ))
+        lines.extend(_columns(rows))
+    lines.append("")
+    shown = sorted_findings(findings)
+    lines.append("FINDINGS" if shown else "FINDINGS: none")
+    for finding in shown:
+        tag = finding.severity.upper() + (" (shadow)" if finding.shadow else "")
+        lines.append("  {:<9} {:<14} {}: {}".format(tag, finding.subject, finding.rule, finding.summary))
+        lines.append("            hint: {}".format(finding.hint))
+    lines.append("")
+    lines.append("SOURCES")
+    for name, status in sorted(snapshot.sources.items()):
+        state = "unsupported" if status.unsupported else ("ok" if status.ok else "FAILED")
+        took = "" if status.duration_seconds is None else " {:.2f}s".format(status.duration_seconds)
+        detail = "" if not status.error else " - " + status.error
+        lines.append("  {:<16} {}{}{}".format(name, state, took, detail))
+    return "\n".join(lines)
+
+
+def _fmt(value: Optional[float], pattern: str) -> str:
+    return "-" if value is None else pattern.format(value)
+
+
+def _probe_cell(probe: Optional[ProbeSample]) -> str:
+    """`ok 12ms`, `FAILED memcpy 507053`, `unavailable`, `skipped`; the details are in the findings and JSON."""
+    if probe is None:
+        return "-"
+    if probe.state == "ok":
+        seconds = probe.duration_seconds or 0.0
+        return "ok {:.0f}ms".format(seconds * 1000) if seconds < 1 else "ok {:.1f}s".format(seconds)
+    if probe.state == "failed":
+        return " ".join(["FAILED", probe.failed_stage or "?"] + ([str(probe.error_code)] if probe.error_code else []))
+    return probe.state
+
+
+def _columns(rows: List[tuple]) -> List[str]:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]

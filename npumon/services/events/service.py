@@ -1,0 +1,450 @@
+"""The daemon's side of the event history: what to record after each evaluation, and one writer thread.
+
+After every evaluation the table job hands over (never waits for the disk) the rule transitions and what
+it saw of the chips; the writer thread records, in one transaction per evaluation:
+
+* every fired and resolved finding (shadow findings too, marked `shadow`), keeping the findings table in
+  step, so that the next start can `restore` them into the rule engine;
+* chips that appeared or disappeared, health changes and new error codes -- compared with what the
+  history last knew, so a restart logs only real changes;
+* acknowledgements written by `npumon ack` since the last evaluation, passed to the rule engine.
+
+When the file cannot be opened or written, the daemon goes on without history: it logs the reason, shows
+it as the `events` entry of /status `sources` (and `npumon_source_up{source="events"}`), and retries.
+"""
+
+import logging
+import queue
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Tuple
+
+from prometheus_client.core import CounterMetricFamily
+from prometheus_client.metrics_core import Metric
+
+from .store import (ACKNOWLEDGED, ACTIVE, KINDS, EventStore, EventStoreError, FindingRow, KnownChip,
+                     events_path)
+from ...model import Finding, Snapshot, SourceStatus
+from ...rules.engine import FIRED, RESOLVED, RuleEngine
+from ...sources.npusmi.source import TABLE_SOURCE, query_source_name
+
+log = logging.getLogger(__name__)
+
+SOURCE_NAME = "events"
+QUEUE_SIZE = 10000  # evaluations and records waiting for the disk; beyond this they are dropped
+REOPEN_SECONDS = 60.0  # how often to retry a history that could not be opened
+PRUNE_SECONDS = 3600.0
+CLOSE_TIMEOUT_SECONDS = 10.0
+LAST_ACK_KEY = "last_applied_ack_id"
+HEALTH_SOURCE = query_source_name("health")
+HEALTH_SEVERITY = {"OK": "info", "Warning": "warning", "Alarm": "critical", "Critical": "critical",
+                   "UNKNOWN": "warning"}
+
+Key = Tuple[str, str]  # (rule id, subject)
+
+
+# ------------------------------------------------------------------------------------- pure: chip changes
+
+class Change(NamedTuple):
+    """An event to record."""
+
+    kind: str
+    subject: str
+    severity: Optional[str]
+    message: str
+    details: Dict[str, Any]
+
+
+class SeenChip(NamedTuple):
+    """One chip in one snapshot; None where this snapshot does not tell."""
+
+    name: Optional[str]
+    bus_id: Optional[str]
+    health: Optional[str]
+    error_codes: Optional[Tuple[str, ...]]
+
+
+def observe_chips(snapshot: Snapshot) -> Optional[Dict[str, SeenChip]]:
+    """What the snapshot says about each chip, or None when the main table was not read (then a missing
+    chip means nothing). Error codes count only while the health query is fresh: stale values are dropped
+    from chips, and that empty list must not read as "the codes went away"."""
+    table = snapshot.sources.get(TABLE_SOURCE)
+    if table is None or not table.ok:
+        return None
+    health = snapshot.sources.get(HEALTH_SOURCE)
+    codes_known = health is not None and health.ok and not health.unsupported
+    return {chip.subject: SeenChip(chip.name, chip.bus_id, chip.health,
+                                   tuple(chip.error_codes) if codes_known else None)
+            for chip in snapshot.chips}
+
+
+def chip_changes(known: Dict[str, KnownChip], seen: Dict[str, SeenChip]
+                 ) -> Tuple[List[Change], Dict[str, KnownChip]]:
+    """The events between what the history knew and what was seen now, and what it knows afterwards.
+    A value not seen now (None) keeps the known one."""
+    changes: List[Change] = []
+    after: Dict[str, KnownChip] = {}
+    for subject, now in seen.items():
+        before = known.get(subject) or KnownChip(subject)
+        chip = KnownChip(subject=subject, name=_newer(now.name, before.name), bus_id=_newer(now.bus_id, before.bus_id),
+                         health=_newer(now.health, before.health),
+                         error_codes=_newer(now.error_codes, before.error_codes))
+        after[subject] = chip
+        if subject not in known:
+            changes.append(Change("chip_appeared", subject, "info", "{} appeared: {} at {}, health {}".format(
+                subject, chip.name or "?", chip.bus_id or "?", chip.health or "?"),
+                {"name": chip.name, "bus_id": chip.bus_id, "health": chip.health}))
+        elif now.health is not None and before.health is not None and now.health != before.health:
+            changes.append(Change("health_changed", subject, HEALTH_SEVERITY.get(now.health, "warning"),
+                                  "health {} (was {})".format(now.health, before.health),
+                                  {"health": now.health, "previous": before.health}))
+        for code in chip.error_codes:
+            if code not in before.error_codes:
+                changes.append(Change("error_code_new", subject, HEALTH_SEVERITY.get(chip.health or "", "warning"),
+                                      "new error code {} (health {})".format(code, chip.health or "?"),
+                                      {"code": code, "error_codes": list(chip.error_codes), "health": chip.health}))
+    for subject, before in sorted(known.items()):
+        if subject not in seen:
+            changes.append(Change("chip_disappeared", subject, "warning",
+                                  "{} ({} at {}) is no longer listed by npu-smi".format(
+                                      subject, before.name or "?", before.bus_id or "?"),
+                                  {"name": before.name, "bus_id": before.bus_id, "health": before.health}))
+    return changes, after
+
+
+def _newer(now: Any, before: Any) -> Any:
+    return before if now is None else now
+
+
+def transition_change(kind: str, finding: Finding, reason: Optional[str] = None) -> Change:
+    """The event for a rule transition. Resolved events are `info`: the trouble is over."""
+    shadow = " [shadow]" if finding.shadow else ""
+    details = dict(finding.to_json())
+    if kind == FIRED:
+        return Change("finding_fired", finding.subject, finding.severity,
+                      "{}{}: {}".format(finding.rule, shadow, finding.summary), details)
+    if reason:
+        details["reason"] = reason
+    return Change("finding_resolved", finding.subject, "info",
+                  "{}{} resolved{}".format(finding.rule, shadow, " ({})".format(reason) if reason else ""), details)
+
+
+# ------------------------------------------------------------------------------------- the service
+
+@dataclass(frozen=True)
+class _Evaluation:
+    time: float
+    chips: Optional[Dict[str, SeenChip]]
+    transitions: List[Tuple[str, Finding]]
+
+
+@dataclass(frozen=True)
+class _Record:
+    change: Change
+    time: float
+
+
+_PRUNE = object()  # queue items besides _Evaluation, _Record and flush() events
+_STOP = object()
+
+
+class EventService:
+    """A daemon Service (see daemon.Service). Also what `Daemon.record_event` writes through."""
+
+    name = SOURCE_NAME
+
+    def __init__(self, path: str, retention_seconds: float, engine: Callable[[], RuleEngine],
+                 clock: Callable[[], float] = time.time):
+        """`engine` returns the daemon's current rule engine."""
+        self.path = path
+        self._retention_seconds = retention_seconds
+        self._engine = engine
+        self._clock = clock
+        self._queue: "queue.Queue[Any]" = queue.Queue(maxsize=QUEUE_SIZE)
+        self._store: Optional[EventStore] = None
+        self._error: Optional[str] = "not opened yet"
+        self._next_open = 0.0
+        self._known_chips: Dict[str, KnownChip] = {}
+        self._rows: Dict[Key, FindingRow] = {}
+        self._last_ack_id = 0
+        self._dropped = 0
+        self._dropped_lock = threading.Lock()
+        self._last_duration: Optional[float] = None
+        self._last_success: Optional[float] = None
+        self._closed = False
+        self._collector = _DroppedCollector(self)
+        # Opened here, before the scheduler starts, so the first evaluation already has the restored findings.
+        self._open()
+        self._thread = threading.Thread(target=self._run, name="events-writer", daemon=True)
+        self._thread.start()
+
+    # -- the Service protocol --------------------------------------------------------------------------------
+
+    def jobs(self) -> List[Tuple[str, float, Callable[[], None]]]:
+        return [("events-prune", PRUNE_SECONDS, self._request_prune)]
+
+    def on_evaluation(self, snapshot: Snapshot, findings: List[Finding],
+                      transitions: List[Tuple[str, Finding]]) -> None:
+        self._enqueue(_Evaluation(snapshot.time, observe_chips(snapshot), list(transitions)), len(transitions))
+        # Show the history's state with the sources. A new dict, assigned at once: readers iterating the old
+        # one are not disturbed. (The rules have already judged this snapshot, so a history problem never
+        # counts as a failing hardware source.)
+        snapshot.sources = {**snapshot.sources, SOURCE_NAME: self.status()}
+
+    def collectors(self) -> List[object]:
+        return [self._collector]  # the same object each time: the daemon unregisters what it registered
+
+    def close(self) -> None:
+        self._closed = True
+        try:
+            self._queue.put(_STOP, timeout=CLOSE_TIMEOUT_SECONDS)
+        except queue.Full:
+            pass
+        self._thread.join(CLOSE_TIMEOUT_SECONDS)
+        if self._thread.is_alive():
+            log.warning("event history: the writer is stuck on %s; leaving it behind", self.path)
+            return
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+
+    # -- what other services call (Daemon.record_event) -----------------------------------------------------
+
+    def record(self, kind: str, subject: str, message: str, severity: Optional[str] = None,
+               details: Optional[Dict[str, Any]] = None, time: Optional[float] = None) -> None:
+        """Queue one event for the writer (same arguments as EventStore.record); never waits for the disk."""
+        if kind not in KINDS:
+            raise ValueError("unknown event kind {!r} (known: {})".format(kind, ", ".join(KINDS)))
+        when = self._clock() if time is None else time
+        self._enqueue(_Record(Change(kind, subject, severity, message, dict(details or {})), when), 1)
+
+    def status(self) -> SourceStatus:
+        ok = self._error is None
+        error = self._error
+        if self._dropped:
+            error = "{}{} events dropped since start".format(error + "; " if error else "", self._dropped)
+        return SourceStatus(ok=ok, error=error, duration_seconds=self._last_duration, last_success=self._last_success)
+
+    def dropped(self) -> int:
+        return self._dropped
+
+    def flush(self, timeout: float = CLOSE_TIMEOUT_SECONDS) -> bool:
+        """Wait until everything queued so far is written (or failed); False on timeout."""
+        done = threading.Event()
+        try:
+            self._queue.put(done, timeout=timeout)
+        except queue.Full:
+            return False
+        return done.wait(timeout)
+
+    # -- the writer thread ---------------------------------------------------------------------------------
+
+    def _enqueue(self, item: Any, events: int) -> None:
+        if self._closed:
+            log.debug("event history closed; not recording %r", item)
+            return
+        try:
+            self._queue.put_nowait(item)
+        except queue.Full:
+            if not self._dropped:
+                log.warning("event history: the writer cannot keep up with %s; dropping events", self.path)
+            self._lost(events)
+
+    def _lost(self, events: int) -> None:
+        with self._dropped_lock:
+            self._dropped += events
+
+    def _request_prune(self) -> None:
+        self._enqueue(_PRUNE, 0)
+
+    def _run(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is _STOP:
+                return
+            if isinstance(item, threading.Event):  # flush(): everything before it is done
+                item.set()
+                continue
+            if self._store is None and self._clock() >= self._next_open:
+                self._open()
+            if self._store is None:
+                self._lost(_event_count(item))
+                continue
+            started = time.monotonic()
+            try:
+                self._write(self._store, item)
+            except EventStoreError as exc:
+                self._failed(str(exc))
+                self._lost(_event_count(item))
+                self._reread_state(self._store)
+                continue
+            except Exception:  # noqa: BLE001 - a bug here must not end the writer thread
+                log.exception("event history: writing failed")
+                self._reread_state(self._store)
+                continue
+            self._last_duration = time.monotonic() - started
+            self._last_success = self._clock()
+            if self._error is not None:
+                log.info("event history: writing %s again", self.path)
+                self._error = None
+
+    def _write(self, store: EventStore, item: Any) -> None:
+        if item is _PRUNE:
+            removed = store.prune(self._clock())
+            if removed:
+                log.info("event history: pruned %d events older than %.0f days", removed,
+                         self._retention_seconds / 86400)
+        elif isinstance(item, _Record):
+            self._store_change(store, item.change, item.time)
+        else:
+            with store.batch():
+                self._write_evaluation(store, item)
+
+    def _write_evaluation(self, store: EventStore, evaluation: _Evaluation) -> None:
+        # Chip changes first: a chip appears (or turns Alarm) before the finding about it fires.
+        if evaluation.chips is not None:
+            changes, after = chip_changes(self._known_chips, evaluation.chips)
+            for change in changes:
+                self._store_change(store, change, evaluation.time)
+            for subject in set(self._known_chips) - set(after):
+                store.delete_chip(subject)
+            for subject, chip in after.items():
+                if self._known_chips.get(subject) != chip:
+                    store.put_chip(chip)
+            self._known_chips = after
+        for kind, finding in evaluation.transitions:
+            self._write_transition(store, kind, finding, evaluation.time)
+        self._apply_acknowledgements(store)
+        self._forget_cleared_acknowledgements(store)
+
+    def _write_transition(self, store: EventStore, kind: str, finding: Finding, when: float) -> None:
+        key = (finding.rule, finding.subject)
+        if kind == FIRED:
+            event_id = self._store_change(store, transition_change(kind, finding), when)
+            store.put_finding(finding, ACTIVE, event_id)
+            self._rows[key] = FindingRow(ACTIVE, finding, event_id)
+            return
+        row = self._rows.get(key)
+        acknowledged = row is not None and row.state == ACKNOWLEDGED
+        self._store_change(store, transition_change(kind, finding, "acknowledged" if acknowledged else None), when)
+        if not acknowledged:  # an acknowledged row stays until the engine lets go of the acknowledgement
+            store.delete_finding(*key)
+            self._rows.pop(key, None)
+
+    def _apply_acknowledgements(self, store: EventStore) -> None:
+        """`npumon ack` only writes an event; the engine hears of it here."""
+        acks = store.query(kinds=("finding_acknowledged",), after_id=self._last_ack_id)
+        for ack in acks:
+            key = ((ack.details or {}).get("rule", ""), ack.subject)
+            row = self._rows.get(key)
+            if self._engine().acknowledge(*key):
+                log.info("acknowledged %s on %s", *key)
+                if row is not None:
+                    store.put_finding(row.finding, ACKNOWLEDGED, ack.id)
+                    self._rows[key] = FindingRow(ACKNOWLEDGED, row.finding, ack.id)
+            else:
+                log.info("acknowledgement of %s on %s: that finding is not active (any more)", *key)
+            self._last_ack_id = max(self._last_ack_id, ack.id)
+        if acks:
+            store.set_meta(LAST_ACK_KEY, str(self._last_ack_id))
+
+    def _forget_cleared_acknowledgements(self, store: EventStore) -> None:
+        """The engine drops an acknowledgement once the condition has cleared (the next occurrence fires
+        again); so does the findings table."""
+        held = set(self._engine().acknowledged())
+        for key, row in list(self._rows.items()):
+            if row.state == ACKNOWLEDGED and key not in held:
+                store.delete_finding(*key)
+                del self._rows[key]
+
+    def _reread_state(self, store: EventStore) -> None:
+        """After a failed transaction the memory may be ahead of the file: the file is the truth."""
+        try:
+            self._rows = {(row.finding.rule, row.finding.subject): row for row in store.finding_rows()}
+            self._known_chips = store.known_chips()
+        except EventStoreError as exc:
+            self._failed(str(exc))
+
+    def _store_change(self, store: EventStore, change: Change, when: float) -> int:
+        return store.record(change.kind, change.subject, change.message, change.severity, change.details or None,
+                            time=when)
+
+    # -- opening and restoring -------------------------------------------------------------------------------
+
+    def _open(self) -> None:
+        store = None
+        try:
+            store = EventStore(self.path, self._retention_seconds)
+            with store.batch():
+                self._restore(store)
+                store.prune(self._clock())
+        except EventStoreError as exc:
+            if store is not None:
+                store.close()
+            self._next_open = self._clock() + REOPEN_SECONDS
+            self._failed("{} (running without event history; retrying every {:.0f}s)".format(exc, REOPEN_SECONDS))
+            return
+        self._store = store
+        self._error = None
+        log.info("event history: %s (findings taken over: %d, chips known: %d)", self.path,
+                 sum(1 for row in self._rows.values() if row.state == ACTIVE), len(self._known_chips))
+
+    def _restore(self, store: EventStore) -> None:
+        """Take over what the last run left: acknowledgements made while no daemon ran, then the active and
+        acknowledged findings into the rule engine, and the chips as last seen."""
+        now = self._clock()
+        self._last_ack_id = int(store.get_meta(LAST_ACK_KEY) or 0)
+        rows = {(row.finding.rule, row.finding.subject): row for row in store.finding_rows()}
+        for ack in store.query(kinds=("finding_acknowledged",), after_id=self._last_ack_id):
+            key = ((ack.details or {}).get("rule", ""), ack.subject)
+            row = rows.get(key)
+            if row is not None and row.state == ACTIVE and ack.id > row.event_id:
+                self._store_change(store, transition_change(RESOLVED, row.finding, "acknowledged"), now)
+                store.put_finding(row.finding, ACKNOWLEDGED, ack.id)
+                rows[key] = FindingRow(ACKNOWLEDGED, row.finding, ack.id)
+            self._last_ack_id = max(self._last_ack_id, ack.id)
+        store.set_meta(LAST_ACK_KEY, str(self._last_ack_id))
+        active = [row.finding for row in rows.values() if row.state == ACTIVE]
+        acknowledged = [key for key, row in rows.items() if row.state == ACKNOWLEDGED]
+        for key in self._engine().restore(active, acknowledged):
+            row = rows.pop(key)
+            if row.state == ACTIVE:
+                self._store_change(store, transition_change(RESOLVED, row.finding, "rule no longer loaded"), now)
+            store.delete_finding(*key)
+        self._rows = rows
+        self._known_chips = store.known_chips()
+
+    def _failed(self, message: str) -> None:
+        if message != self._error:
+            log.error("event history: %s", message)
+        self._error = message
+
+
+def _event_count(item: Any) -> int:
+    if isinstance(item, _Evaluation):
+        return len(item.transitions)
+    return 1 if isinstance(item, _Record) else 0
+
+
+class _DroppedCollector:
+    def __init__(self, service: EventService):
+        self._service = service
+
+    def collect(self) -> Iterator[Metric]:
+        family = CounterMetricFamily("npumon_events_dropped", "Events the history could not store (queue full "
+                                                               "or the file not writable) since the daemon started.")
+        family.add_metric([], self._service.dropped())
+        yield family
+
+
+def event_services(daemon: Any) -> List[EventService]:
+    """The event history service when the config keeps one; also points `daemon.events` at it (or None)."""
+    settings = daemon.config.events
+    if not settings.enabled:
+        daemon.events = None
+        return []
+    service = EventService(events_path(daemon.config.state_dir), settings.retention_days * 86400,
+                           lambda: daemon.engine)
+    daemon.events = service
+    return [service]

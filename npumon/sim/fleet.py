@@ -1,0 +1,327 @@
+"""`npumon fleet-sim`: a simulated fleet on this machine, for trying the dashboards, the alert rules and
+`npumon fleet` without NPU hosts.
+
+It starts one `npumon run --simulate=SCENARIO` per simulated host, each with its own config, state
+directory and loopback address (127.0.0.K:PORT, so that every host has its own `instance` even under
+the shipped scrape config, which drops the port), plus one target with no daemon behind it (a host that
+is down). A Prometheus, when one is installed, scrapes them with the `npumon` job of the shipped scrape
+config (exporters/prometheus.yml) reading a file_sd file that gives every target its `host` label, and
+evaluates the shipped alert rules (alerts/npumon.rules.yml).
+
+    with Fleet(directory, prometheus="/usr/bin/prometheus") as fleet:   # starts everything
+        fleet.prometheus_url                                               # http://127.0.0.1:19090
+
+Everything runs in its own process group and is stopped (the group killed) on exit.
+"""
+
+import copy
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Sequence
+
+import yaml
+
+REPO_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SHIPPED_SCRAPE_CONFIG = os.path.join(REPO_DIR, "exporters", "prometheus.yml")
+SHIPPED_ALERT_RULES = os.path.join(REPO_DIR, "alerts", "npumon.rules.yml")
+SCRAPE_JOB = "npumon"
+STOP_GRACE_SECONDS = 10.0
+
+# Fast enough that every dashboard panel has data within a minute, slow enough that five simulated hosts
+# (each npu-smi call is a Python process) leave a 2-core machine room to breathe.
+FAST_POLL = {"table_seconds": 5, "usages_seconds": 15, "power_seconds": 30, "health_seconds": 20,
+             "ecc_seconds": 20, "board_seconds": 300, "host_seconds": 5}
+
+
+@dataclass(frozen=True)
+class SimHost:
+    name: str  # the `host` label
+    scenario: str
+    product: str
+    config: Dict[str, Any] = field(default_factory=dict)  # merged into the host's generated config
+    running: bool = True  # False: a target Prometheus cannot reach, a host that is down
+    description: str = ""
+
+
+DEFAULT_FLEET = (
+    SimHost("sim-a2-healthy", "healthy", "atlas-800i-a2", description="8 x 910B3, all nominal"),
+    SimHost("sim-a3-overheat", "overheat", "atlas-a3", description="16 dies, one at 85 C and rising"),
+    SimHost("sim-duo-alarm", "health-alarm", "atlas-300i-duo", description="300I Duo cards, one chip in Alarm"),
+    SimHost("sim-a2-ecc", "ecc-rising", "atlas-800i-a2", description="single-bit ECC rising, one double-bit"),
+    SimHost("sim-200i-control", "healthy", "atlas-200i-a2",
+            config={"control": {"enabled": True, "dry_run": True}},
+            description="310B board, fan control in dry-run"),
+    SimHost("sim-a2-offline", "healthy", "atlas-800i-a2", running=False, description="no daemon: a host that is down"),
+)
+
+
+class FleetError(Exception):
+    """The fleet could not start; one line for the user."""
+
+
+def host_address(index: int, base_port: int) -> str:
+    """127.0.0.2:base+1, 127.0.0.3:base+2, ...: a loopback address and a port of its own per host."""
+    return "127.0.0.{}:{}".format(index + 2, base_port + index + 1)
+
+
+def host_config(host: SimHost, state_dir: str, poll: Dict[str, float]) -> Dict[str, Any]:
+    """The npumon config of one simulated host: fast polls, npu-exporter names on, the host's extras."""
+    config = {"state_dir": state_dir, "poll": dict(poll), "exporter": {"npu_exporter_compat": True}}
+    return _merged(config, host.config)
+
+
+def _merged(base: Dict[str, Any], extra: Dict[str, Any]) -> Dict[str, Any]:
+    result = copy.deepcopy(base)
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(result.get(key), dict):
+            result[key] = _merged(result[key], value)
+        else:
+            result[key] = copy.deepcopy(value)
+    return result
+
+
+def file_sd_groups(hosts: Sequence[SimHost], base_port: int) -> List[Dict[str, Any]]:
+    """The file_sd target groups: one per host, with its `host`, scenario and product labels."""
+    return [{"targets": [host_address(index, base_port)],
+             "labels": {"host": host.name, "scenario": host.scenario, "product": host.product}}
+            for index, host in enumerate(hosts)]
+
+
+def prometheus_config(targets_file: str, rule_files: Sequence[str], scrape_interval: str,
+                      evaluation_interval: str, shipped_config: Optional[str] = SHIPPED_SCRAPE_CONFIG) -> Dict[str, Any]:
+    """Prometheus's config: the shipped `npumon` job (its relabelling included) pointed at our file_sd file.
+    Without the shipped file (an installed package, not a clone) a plain job with the same name is used."""
+    job: Dict[str, Any] = {"job_name": SCRAPE_JOB}
+    if shipped_config and os.path.exists(shipped_config):
+        with open(shipped_config, encoding="utf-8") as handle:
+            shipped = yaml.safe_load(handle) or {}
+        job = next((dict(j) for j in shipped.get("scrape_configs", []) if j.get("job_name") == SCRAPE_JOB), job)
+    job["file_sd_configs"] = [{"files": [targets_file], "refresh_interval": "5s"}]
+    job["scrape_interval"] = scrape_interval
+    job["scrape_timeout"] = scrape_interval  # may not exceed the interval; a scrape is served from memory
+    return {
+        "global": {"scrape_interval": scrape_interval, "evaluation_interval": evaluation_interval},
+        "rule_files": list(rule_files),
+        "scrape_configs": [job],
+    }
+
+
+class Fleet:
+    """The simulated hosts and their Prometheus, started by start() (or `with`), stopped by stop()."""
+
+    def __init__(self, directory: str, hosts: Sequence[SimHost] = DEFAULT_FLEET, base_port: int = 19100,
+                 prometheus: Optional[str] = None, prometheus_port: Optional[int] = None,
+                 rule_files: Sequence[str] = (), scrape_interval: str = "5s", evaluation_interval: str = "5s",
+                 poll: Optional[Dict[str, float]] = None, shipped_config: Optional[str] = SHIPPED_SCRAPE_CONFIG):
+        self.directory = os.path.abspath(directory)
+        self.hosts = list(hosts)
+        self.base_port = base_port
+        self.prometheus_binary = prometheus
+        self.prometheus_port = prometheus_port if prometheus_port is not None else base_port
+        self.rule_files = [os.path.abspath(path) for path in rule_files]
+        self.scrape_interval = scrape_interval
+        self.evaluation_interval = evaluation_interval
+        self.poll = dict(FAST_POLL if poll is None else poll)
+        self.shipped_config = shipped_config
+        self._processes: Dict[str, subprocess.Popen] = {}
+
+    # -- paths and addresses -------------------------------------------------------------------------
+
+    def address(self, host: SimHost) -> str:
+        return host_address(self.hosts.index(host), self.base_port)
+
+    def metrics_url(self, host: SimHost) -> str:
+        return "http://{}/metrics".format(self.address(host))
+
+    def log_path(self, name: str) -> str:
+        return os.path.join(self.directory, name, "log.txt")
+
+    @property
+    def prometheus_url(self) -> str:
+        return "http://127.0.0.1:{}".format(self.prometheus_port)
+
+    @property
+    def prometheus_config_path(self) -> str:
+        return os.path.join(self.directory, "prometheus", "prometheus.yml")
+
+    # -- lifecycle -----------------------------------------------------------------------------------
+
+    def __enter__(self) -> "Fleet":
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        os.makedirs(self.directory, exist_ok=True)
+        try:
+            for host in self.hosts:
+                if host.running:
+                    self._start_host(host)
+            if self.prometheus_binary:
+                self._start_prometheus()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start_host(self, host: SimHost) -> None:
+        host_dir = os.path.join(self.directory, host.name)
+        os.makedirs(host_dir, exist_ok=True)
+        config_path = os.path.join(host_dir, "npumon.yaml")
+        _write_yaml(config_path, host_config(host, os.path.join(host_dir, "state"), self.poll))
+        argv = [sys.executable, "-m", "npumon.cli.main", "run", "--config", config_path,
+                "--simulate=" + host.scenario, "--sim-product", host.product,
+                "--sim-state", os.path.join(host_dir, "sim"), "--listen", self.address(host)]
+        self._spawn(host.name, argv)
+
+    def _start_prometheus(self) -> None:
+        prometheus_dir = os.path.join(self.directory, "prometheus")
+        os.makedirs(prometheus_dir, exist_ok=True)
+        targets = os.path.join(prometheus_dir, "npumon-targets.json")
+        with open(targets, "w", encoding="utf-8") as handle:
+            json.dump(file_sd_groups(self.hosts, self.base_port), handle, indent=2)
+        _write_yaml(self.prometheus_config_path, prometheus_config(
+            targets, self.rule_files, self.scrape_interval, self.evaluation_interval, self.shipped_config))
+        self._spawn("prometheus", [
+            self.prometheus_binary, "--config.file=" + self.prometheus_config_path,
+            "--storage.tsdb.path=" + os.path.join(prometheus_dir, "data"),
+            "--web.listen-address=127.0.0.1:{}".format(self.prometheus_port),
+        ])
+
+    def _spawn(self, name: str, argv: List[str]) -> None:
+        os.makedirs(os.path.dirname(self.log_path(name)), exist_ok=True)
+        with open(self.log_path(name), "ab") as log:
+            try:
+                # Its own session: stop() kills the whole group, npu-smi-sim children included.
+                self._processes[name] = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log,
+                                                         stderr=subprocess.STDOUT, start_new_session=True)
+            except OSError as exc:
+                raise FleetError("cannot start {}: {}".format(argv[0], exc.strerror or exc)) from None
+
+    def exited(self) -> Dict[str, int]:
+        """name -> exit code of every process that has stopped by itself."""
+        return {name: process.returncode for name, process in self._processes.items()
+                if process.poll() is not None}
+
+    def stop(self) -> None:
+        for process in self._processes.values():
+            _signal_group(process, signal.SIGTERM)
+        deadline = time.monotonic() + STOP_GRACE_SECONDS
+        for process in self._processes.values():
+            try:
+                process.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                _signal_group(process, signal.SIGKILL)
+                process.wait()
+            # The group may outlive its leader (a child still running): make sure nothing is left.
+            _signal_group(process, signal.SIGKILL)
+        self._processes.clear()
+
+    def log_tail(self, name: str, lines: int = 5) -> str:
+        try:
+            with open(self.log_path(name), encoding="utf-8", errors="replace") as handle:
+                return "".join(handle.readlines()[-lines:])
+        except OSError:
+            return ""
+
+
+def _signal_group(process: subprocess.Popen, signum: int) -> None:
+    try:
+        os.killpg(process.pid, signum)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _write_yaml(path: str, document: Dict[str, Any]) -> None:
+    with open(path, "w", encoding="utf-8") as handle:
+        yaml.safe_dump(document, handle, sort_keys=False)
+
+
+# --------------------------------------------------------------------------------------------- command
+
+def add_fleet_sim_command(commands) -> None:
+    sim = commands.add_parser(
+        "fleet-sim", help="start a simulated fleet (several hosts and a Prometheus) on this machine",
+        description="Start simulated npumon hosts with different scenarios on loopback addresses and, if "
+                    "Prometheus is installed, a Prometheus scraping them with the shipped scrape config and "
+                    "alert rules. Runs until Ctrl-C.")
+    sim.add_argument("--dir", metavar="DIR", help="where configs, state and logs go (default: a new temporary "
+                                                   "directory, removed at exit)")
+    sim.add_argument("--base-port", type=int, default=19100, metavar="PORT",
+                     help="Prometheus listens on 127.0.0.1:PORT, host K on 127.0.0.(K+1):PORT+K (default 19100)")
+    sim.add_argument("--prometheus", metavar="PATH",
+                     help="the prometheus executable (default: `prometheus` on PATH; none found: no Prometheus)")
+    sim.add_argument("--no-prometheus", action="store_true", help="start only the simulated hosts")
+    sim.add_argument("--rules", metavar="FILE", action="append",
+                     help="Prometheus alert rule file (repeatable; default: alerts/npumon.rules.yml of this clone)")
+    sim.add_argument("--scrape-interval", default="5s", metavar="DURATION",
+                     help="Prometheus scrape and rule evaluation interval (default 5s)")
+    sim.set_defaults(func=cmd_fleet_sim)
+
+
+def cmd_fleet_sim(args) -> int:
+    if not 1024 <= args.base_port <= 65535 - len(DEFAULT_FLEET):
+        print("npumon: --base-port: must be from 1024 to {}".format(65535 - len(DEFAULT_FLEET)), file=sys.stderr)
+        return 2
+    prometheus = None
+    if not args.no_prometheus:
+        prometheus = args.prometheus or shutil.which("prometheus")
+        if args.prometheus and not (os.path.isfile(prometheus) and os.access(prometheus, os.X_OK)):
+            print("npumon: --prometheus: not an executable file: {}".format(prometheus), file=sys.stderr)
+            return 2
+    rules = args.rules if args.rules is not None else [p for p in (SHIPPED_ALERT_RULES,) if os.path.exists(p)]
+    for path in rules:
+        if not os.path.isfile(path):
+            print("npumon: --rules: no such file: {}".format(path), file=sys.stderr)
+            return 2
+    directory = args.dir or tempfile.mkdtemp(prefix="npumon-fleet-")
+    fleet = Fleet(directory, base_port=args.base_port, prometheus=prometheus, rule_files=rules,
+                  scrape_interval=args.scrape_interval, evaluation_interval=args.scrape_interval)
+    stop = []
+    signal.signal(signal.SIGTERM, lambda *_: stop.append(True))
+    try:
+        fleet.start()
+        print(_banner(fleet, prometheus, rules), flush=True)
+        reported = set()
+        while not stop:
+            time.sleep(1)
+            for name, code in fleet.exited().items():
+                if name not in reported:
+                    reported.add(name)
+                    print("{} exited with code {}; its log ends:\n{}".format(name, code, fleet.log_tail(name)),
+                          file=sys.stderr, flush=True)
+    except FleetError as exc:
+        print("npumon: " + str(exc), file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        pass
+    finally:
+        fleet.stop()
+        if not args.dir:
+            shutil.rmtree(directory, ignore_errors=True)
+    return 0
+
+
+def _banner(fleet: Fleet, prometheus: Optional[str], rules: Sequence[str]) -> str:
+    lines = ["simulated fleet in {}".format(fleet.directory)]
+    for host in fleet.hosts:
+        where = fleet.metrics_url(host) if host.running else "{} (nothing listens)".format(fleet.address(host))
+        lines.append("  {:<18} {:<13} {:<15} {}".format(host.name, host.scenario, host.product, where))
+    if prometheus:
+        lines.append("prometheus           {}  (config {}; alert rules: {})".format(
+            fleet.prometheus_url, fleet.prometheus_config_path, ", ".join(rules) or "none"))
+        lines.append("try:                 npumon fleet --prometheus {}".format(fleet.prometheus_url))
+        lines.append("grafana:             add the Prometheus datasource {} and import grafana/dashboards/*.json"
+                     .format(fleet.prometheus_url))
+    else:
+        lines.append("no prometheus (install Debian's `prometheus` or pass --prometheus PATH)")
+    lines.append("Ctrl-C stops everything.")
+    return "\n".join(lines)

@@ -1,0 +1,151 @@
+"""The ambient source: the inlet/board temperature the governor's ambient rule reads.
+
+`control.ambient.sensor` chooses where it comes from:
+
+* npu-smi - the card MCU's board sensors. `npu-smi info -t temp -i N` lists them in the MCU block
+  (`LM75A_TE (C) : 36` on 910B cards, FORMATS.md 4.4); where a product prints no sensor there, the MCU
+  block of `npu-smi info -t common -i N` has the MCU's own `Temperature(C)` (310/310B boards), used
+  instead. One call per card; the form that worked is remembered per card.
+* hwmon - `temp*_input` of a hwmon device named in the config (one labelled sensor, or the hottest).
+
+The value is the hottest sensor found, in `snapshot.host.ambient_temperature_celsius`; the source reports
+itself as `ambient` in Snapshot.sources, and its last success is the reading's time. poll() never raises.
+"""
+
+import dataclasses
+import re
+import threading
+import time
+from typing import Dict, List, Optional, Sequence
+
+from ..model import ChipSample, Snapshot, SourceStatus
+from .runner import CommandRunner
+from ..services.control import hwmon
+from ..services.control.drivers import Runner, npu_smi_problem
+from ..services.control.settings import AMBIENT_SOURCE_NAME, AmbientConfig
+
+_LINE = re.compile(r"^\s*(?P<key>[^:]*?)\s*:\s*(?P<value>.*?)\s*$")
+TEMP_FORM = "temp"
+COMMON_FORM = "common"
+
+
+def mcu_temperatures(text: str) -> List[float]:
+    """Every `<name> (C)` / `Temperature(C)` value in the blocks that end in `Chip Name : MCU|mcu`.
+
+    Blocks are separated by blank lines; `NA` and `Failed` readings are left out."""
+    values: List[float] = []
+    for block in re.split(r"\n\s*\n", text):
+        fields = {}
+        for line in block.splitlines():
+            match = _LINE.match(line)
+            if match:
+                fields[match.group("key")] = match.group("value")
+        if fields.get("Chip Name", "").lower() != "mcu":
+            continue
+        for key, value in fields.items():
+            if key.endswith("(C)"):
+                try:
+                    values.append(float(value))
+                except ValueError:
+                    continue  # NA, Failed
+    return values
+
+
+class AmbientSource:
+    """An ExtraSource (collect.py) for the inlet/board temperature."""
+
+    name = AMBIENT_SOURCE_NAME
+
+    def __init__(self, config: AmbientConfig, root: str, runner: Runner, clock=time.time):
+        self.config = config
+        self.root = root
+        self.runner = runner
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._value: Optional[float] = None
+        self._value_time: Optional[float] = None
+        self._status = SourceStatus(ok=False, error="not polled yet")
+        self._form: Dict[int, str] = {}  # card -> the query form that shows its board sensors
+
+    def interval(self) -> float:
+        return self.config.poll_seconds
+
+    def poll(self, chips: List[ChipSample]) -> None:
+        started = self.clock()
+        began = time.monotonic()
+        if self.config.sensor == "hwmon":
+            value, error = self._read_hwmon()
+        else:
+            value, error = self._read_npu_smi(sorted({chip.npu for chip in chips}))
+        with self._lock:
+            if value is None:
+                self._status = SourceStatus(ok=False, error=error, duration_seconds=time.monotonic() - began,
+                                            last_success=self._status.last_success)
+            else:
+                self._value, self._value_time = value, started
+                self._status = SourceStatus(ok=True, duration_seconds=time.monotonic() - began,
+                                            last_success=started)
+
+    def _read_hwmon(self):
+        try:
+            device = hwmon.find_device(self.root, self.config.hwmon_name)
+            values = hwmon.temperatures(device, self.config.hwmon_label)
+        except hwmon.HwmonError as exc:
+            return None, str(exc)
+        if not values:
+            label = " labelled {!r}".format(self.config.hwmon_label) if self.config.hwmon_label else ""
+            return None, "hwmon {} has no temp*_input{}".format(self.config.hwmon_name, label)
+        return max(values), None
+
+    def _read_npu_smi(self, cards: Sequence[int]):
+        if not cards:
+            return None, "skipped while the main table cannot be read"
+        values: List[float] = []
+        for card in cards:
+            card_values, error = self._card_sensors(card)
+            if error is not None:
+                return None, "npu {}: {}".format(card, error)
+            values.extend(card_values)
+        return max(values), None
+
+    def _card_sensors(self, card: int):
+        forms = [self._form[card]] if card in self._form else [TEMP_FORM, COMMON_FORM]
+        for form in forms:
+            result = self.runner.run(["info", "-t", form, "-i", str(card)])
+            problem = npu_smi_problem(result)
+            if problem is not None and "does not support" not in problem:
+                return [], "npu-smi info -t {}: {}".format(form, problem)
+            values = [] if problem else mcu_temperatures(result.output)
+            if values:
+                self._form[card] = form
+                return values, None
+        return [], "no board sensor in the MCU block of npu-smi info -t temp or -t common"
+
+    def status(self, now: float, max_age: float) -> SourceStatus:
+        with self._lock:
+            status = self._status
+        if status.ok and status.last_success is not None and now - status.last_success > max_age:
+            return SourceStatus(ok=False, error="stale: last success {:.0f}s ago (max age {:.0f}s)".format(
+                now - status.last_success, max_age), duration_seconds=status.duration_seconds,
+                last_success=status.last_success)
+        return status
+
+    def apply(self, snapshot: Snapshot, now: float, max_age: float) -> None:
+        with self._lock:
+            value, when = self._value, self._value_time
+        fresh = value is not None and when is not None and now - when <= max_age
+        # a copy: the collector hands the same HostSample to every snapshot until the next host poll
+        snapshot.host = dataclasses.replace(snapshot.host, ambient_temperature_celsius=value if fresh else None)
+
+    def close(self) -> None:
+        self.runner.terminate_all()
+
+
+def ambient_sources(config, target) -> List[AmbientSource]:
+    """The ambient source when the config names one (build_extra_sources calls this). `config` is the
+    whole Config, `target` the collect.Target (npu-smi argv and environment, host root)."""
+    ambient = config.control.ambient
+    if ambient.sensor == "none":
+        return []
+    runner = CommandRunner(target.npu_smi_argv, config.npu_smi_timeout_seconds, 1, env=target.env)
+    return [AmbientSource(ambient, target.root, runner)]

@@ -1,0 +1,255 @@
+"""The npu-smi source: polls the main table and the `-t` queries, keeps the latest good values.
+
+Polling cost by design: the main table is one call for every chip and runs on every poll; the `-t` queries
+(one call per card; health per chip, since only the chip-level form prints error codes) run on slower tiers.
+A query type the product does not support ("This device does not support querying usages.") is remembered
+and not asked again until restart. While the main table itself fails, the query tiers pause: when the
+driver is wedged every call would hang until its deadline and hold the few npu-smi slots.
+
+Freshness: a query value stays until it is older than its allowed age, whatever happens to later calls. A
+call that fails (timed out, left out by the tier's budget, killed mid-output, unreadable) changes nothing;
+an answer that prints a value as NA replaces it with null at once; a value that answers stop printing ages
+out. Only a complete main table without a card makes that card's values go at once: the card has left.
+
+Nothing here raises for a hardware or tool fault: every failure becomes a SourceStatus.
+"""
+
+import concurrent.futures
+import threading
+import time
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+from ...model import MIB, ChipSample, ProcessSample, SourceStatus
+from . import kv as npusmi_kv
+from .common import NpuSmiParseError
+from .table import MainTable, parse_info
+from ..runner import CommandResult, CommandRunner
+
+TABLE_SOURCE = "npu-smi"
+
+QUERY_PARSERS = {
+    "usages": npusmi_kv.parse_usages,
+    "power": npusmi_kv.parse_power,
+    "health": npusmi_kv.parse_health,
+    "ecc": npusmi_kv.parse_ecc,
+    "board": npusmi_kv.parse_board,
+}
+QUERY_TYPES = tuple(QUERY_PARSERS)
+PER_CHIP_QUERIES = frozenset(("health",))
+# Their card-level answer describes the whole card (firmware, driver, compatibility): every chip of the
+# card gets it, not only chip 0 under which the parser returns it.
+CARD_WIDE_QUERIES = frozenset(("board",))
+
+
+def query_source_name(query: str) -> str:
+    return "{}:{}".format(TABLE_SOURCE, query)
+
+
+class _Poll:
+    """What one poll of one source left behind."""
+
+    def __init__(self) -> None:
+        self.ok = False
+        self.error: Optional[str] = "not polled yet"
+        self.duration: Optional[float] = None
+        self.last_success: Optional[float] = None
+        self.unsupported = False
+
+
+class NpuSmiSource:
+    def __init__(self, runner: CommandRunner, clock: Callable[[], float] = time.time,
+                 intervals: Optional[Dict[str, float]] = None):
+        self.runner = runner
+        self.clock = clock
+        self.intervals = dict(intervals or {})  # query type -> seconds between polls
+        self._lock = threading.Lock()
+        self._table: Optional[MainTable] = None
+        self._table_time: Optional[float] = None
+        # (npu, chip) -> chip field -> (query type, time it was read, value). Each field has its own time, so
+        # an answer that lacks a line it printed before does not erase that field: the field keeps its last
+        # good value until it is older than the query's allowed age, then goes.
+        self._query_values: Dict[Tuple[int, int], Dict[str, Tuple[str, float, Any]]] = {}
+        self._polls: Dict[str, _Poll] = {TABLE_SOURCE: _Poll()}
+        self._chip_option_unsupported = False  # 950: "does not support input parameter of -c"
+        self._resume_at: Dict[str, int] = {}  # query type -> index of the first call its last poll left out
+
+    # -- polling -------------------------------------------------------------------------------------
+
+    def poll_table(self) -> None:
+        started = self.clock()
+        result = self.runner.run(["info"], priority=True)  # the runner keeps a slot free for the table
+        table, error = _parse_table(result)
+        with self._lock:
+            poll = self._polls[TABLE_SOURCE]
+            poll.duration = result.duration_seconds
+            if table is None:
+                poll.ok, poll.error = False, error
+                return
+            self._table, self._table_time = table, started
+            poll.ok, poll.error, poll.last_success = True, None, started
+            known = {chip.npu for chip in table.chips}
+            # forget per-chip values of chips that left the table
+            for key in [key for key in self._query_values if key[0] not in known]:
+                del self._query_values[key]
+
+    def table_read(self) -> bool:
+        """Whether a main table has been read since the source started (the query tiers need its cards)."""
+        with self._lock:
+            return self._table is not None
+
+    def poll_query(self, query: str, budget_seconds: Optional[float] = None) -> None:
+        """One call per card (or chip). With a budget, the whole poll ends within it: each call's deadline
+        is cut to the time left, and calls that would start after it are not made (they count as failed)."""
+        poll = self._polls.setdefault(query_source_name(query), _Poll())
+        if poll.unsupported:
+            return
+        with self._lock:
+            table = self._table
+            table_ok = self._polls[TABLE_SOURCE].ok
+        if table is None or not table_ok:
+            poll.ok, poll.error = False, "skipped while the main table cannot be read"
+            return
+        started = self.clock()
+        targets = self._targets(query, table)
+        # Begin where the previous poll ran out of time or slots, so that while some cards hang it is not
+        # always the same cards that are left out.
+        first = self._resume_at.get(query, 0) % len(targets) if targets else 0
+        targets = targets[first:] + targets[:first]
+        deadline = None if budget_seconds is None else time.monotonic() + budget_seconds
+        results = self._run_many([args for _, args in targets], deadline)
+        left_out = [index for index, result in enumerate(results) if not result.started]
+        self._resume_at[query] = first + left_out[0] if left_out else 0
+        failures: List[str] = []
+        for (target, args), result in zip(targets, results):
+            problem = self._absorb(query, target, result, started)
+            if problem == "unsupported":
+                return
+            if problem:
+                failures.append("npu {}{}: {}".format(target[0], "" if target[1] is None else " chip {}".format(
+                    target[1]), problem))
+        poll.duration = self.clock() - started
+        if failures:
+            poll.ok = False
+            poll.error = "{} of {} calls failed; first: {}".format(len(failures), len(targets), failures[0])
+        else:
+            poll.ok, poll.error, poll.last_success = True, None, started
+
+    def _targets(self, query: str, table: MainTable) -> List[Tuple[Tuple[int, Optional[int]], List[str]]]:
+        cards = sorted({chip.npu for chip in table.chips})
+        if query in PER_CHIP_QUERIES and not self._chip_option_unsupported:
+            return [((chip.npu, chip.chip), ["info", "-t", query, "-i", str(chip.npu), "-c", str(chip.chip)])
+                    for chip in table.chips]
+        return [((npu, None), ["info", "-t", query, "-i", str(npu)]) for npu in cards]
+
+    def _run_many(self, argvs: Sequence[List[str]], deadline: Optional[float] = None) -> List[CommandResult]:
+        def run_one(args: List[str]) -> CommandResult:
+            if deadline is None:
+                return self.runner.run(args)
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return CommandResult(self.runner.prefix + args, None, "", "", 0.0, timed_out=True,
+                                     error="not run: the poll's time budget was used up by earlier calls",
+                                     started=False)
+            return self.runner.run(args, timeout_seconds=min(self.runner.timeout_seconds, left))
+
+        if len(argvs) <= 1:
+            return [run_one(args) for args in argvs]
+        with concurrent.futures.ThreadPoolExecutor(max_workers=self.runner.max_concurrent) as pool:
+            return list(pool.map(run_one, argvs))
+
+    def _absorb(self, query: str, target: Tuple[int, Optional[int]], result: CommandResult,
+                when: float) -> Optional[str]:
+        """Store one call's values; return None, "unsupported", or what went wrong."""
+        error = npusmi_kv.classify_error(result.output) if not result.timed_out else None
+        if error is not None and error.kind == "unsupported":
+            if error.query == "-c" or "parameter of -c" in error.message:
+                self._chip_option_unsupported = True  # retry the card-level form on the next poll
+                return "chip-level query not supported; using the card-level form from now on"
+            poll = self._polls[query_source_name(query)]
+            poll.ok, poll.unsupported, poll.error = True, True, "not supported on this product: " + error.message
+            return "unsupported"
+        if result.timed_out or result.error or result.killed_by_signal:
+            return result.describe_failure()
+        if error is not None:
+            return error.message
+        try:
+            values = QUERY_PARSERS[query](result.output, chip=target[1])
+        except NpuSmiParseError as exc:
+            return "unreadable output: {}".format(exc)
+        npu = target[0]
+        with self._lock:
+            if query in CARD_WIDE_QUERIES and target[1] is None and len(values) == 1 and self._table is not None:
+                (card_values,) = values.values()
+                values = {row.chip: card_values for row in self._table.chips if row.npu == npu} or values
+            for chip, chip_values in values.items():
+                fields = self._query_values.setdefault((npu, chip), {})
+                for name, value in chip_values.items():
+                    fields[name] = (query, when, value)
+        return None
+
+    # -- reading ---------------------------------------------------------------------------------------
+
+    def allowed_age(self, query: str, max_age: float) -> float:
+        """How old a query's values may be. A slow tier (ecc every 5 min, board every hour) is fresh until
+        its next poll is overdue, not only for max_age: its values do not go stale between two polls."""
+        return max(max_age, 2 * self.intervals.get(query, 0.0))
+
+    def chips(self, now: float, max_age: float) -> List[ChipSample]:
+        """The chips of the latest main table with every query value that is still fresh."""
+        with self._lock:
+            table, table_time = self._table, self._table_time
+            query_values = {key: dict(per_query) for key, per_query in self._query_values.items()}
+        if table is None or table_time is None or now - table_time > max_age:
+            return []
+        samples = []
+        for row in table.chips:
+            sample = ChipSample(npu=row.npu, chip=row.chip, driver_version=table.driver_version)
+            fields = query_values.get((row.npu, row.chip), {})
+            sample.update({name: value for name, (query, when, value) in fields.items()
+                           if now - when <= self.allowed_age(query, max_age)})
+            # The main table is the freshest reading: it wins wherever it printed a value.
+            sample.update({name: value for name, value in row.values().items() if value is not None})
+            sample.processes = [
+                ProcessSample(npu=p.npu, chip=p.chip, pid=p.pid, name=p.name,
+                              memory_bytes=None if p.memory_mb is None else p.memory_mb * MIB,
+                              container_pid=p.container_pid)
+                for p in table.processes if p.npu == row.npu and (p.chip is None or p.chip == row.chip)
+            ]
+            samples.append(sample)
+        return samples
+
+    def versions(self) -> Tuple[Optional[str], Optional[str]]:
+        table = self._table
+        return (None, None) if table is None else (table.tool_version, table.driver_version)
+
+    def statuses(self, now: float, max_age: float) -> Dict[str, SourceStatus]:
+        result = {}
+        for name, poll in self._polls.items():
+            status = SourceStatus(ok=poll.ok, error=poll.error, duration_seconds=poll.duration,
+                                  last_success=poll.last_success, unsupported=poll.unsupported)
+            allowed = max_age if name == TABLE_SOURCE else self.allowed_age(name.split(":", 1)[1], max_age)
+            if poll.ok and not poll.unsupported and poll.last_success is not None \
+                    and now - poll.last_success > allowed:
+                status.ok = False
+                status.error = "stale: last success {:.0f}s ago (max age {:.0f}s)".format(
+                    now - poll.last_success, allowed)
+            result[name] = status
+        return result
+
+
+def _parse_table(result: CommandResult) -> Tuple[Optional[MainTable], Optional[str]]:
+    # A table cut short parses (the parser drops the half chip) and lists too few cards: refuse it, or the
+    # cards after the cut would lose their query values as if they had left the host.
+    if result.timed_out or result.error or result.killed_by_signal:
+        return None, result.describe_failure()
+    known = npusmi_kv.classify_error(result.output)
+    if known is not None:
+        return None, known.message
+    try:
+        table = parse_info(result.output)
+    except NpuSmiParseError as exc:
+        failure = "" if result.returncode == 0 else " ({})".format(result.describe_failure())
+        return None, "unreadable npu-smi info output: {}{}".format(exc, failure)
+    if not table.chips:
+        return None, "npu-smi info listed no chips"
+    return table, None

@@ -1,0 +1,443 @@
+"""Parse the main `npu-smi info` table and the process table printed below it.
+
+Pure text -> records, no I/O. Each chip takes two physical rows, and which columns they hold depends
+on the product and the npu-smi version (FORMATS.md section 3). Rather than guess the layout from the
+product name or from column offsets, we read the header rows and turn each into a regex for its data
+rows: cells split on `|`, values on whitespace, a `used / total` pair is one value. A data row that
+does not fit its header is malformed and raises NpuSmiParseError.
+
+Truncated output (a capture cut mid-row, an excerpt gap, an author's "..." elision) yields what was
+read: a row that stops early is dropped, together with the rest of its chip, when end of text or a
+plain-text line follows it. The same row followed by more table lines is an error instead, because
+npu-smi itself never prints a half row.
+"""
+
+import dataclasses
+import functools
+import math
+import re
+from dataclasses import dataclass
+from typing import Callable, Dict, List, Optional, Tuple
+
+from ...model import MIB
+from .common import NULL_TOKENS, NpuSmiParseError, to_float, to_int
+
+# Header names that contain a space; every other header name is one whitespace-free word.
+_HEADER_NAME = re.compile(r"NPU ID|NPU Util\(%\)|\S+")
+_TITLE_TOOL = re.compile(r"npu-smi\s+(\S+)")
+_TITLE_DRIVER = re.compile(r"Version:\s*(\S+)")
+_NO_PROCESSES = re.compile(r"\|\s*No running processes found in NPU\b")
+_BUS_ID = re.compile(r"[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]\Z")
+
+# Value patterns for the row regexes; a capturing group per field read.
+_ONE = r"([^\s|]+)"
+_PAIR = r"([^\s|/]+)\s*/\s*([^\s|/]+)"  # "3338 / 65536", "10568/ 65536", "NA / NA"
+_ONE_OR_PAIR_SKIPPED = r"(?:[^\s|/]+\s*/\s*[^\s|/]+|[^\s|]+)"  # a column we do not know
+_WHOLE_CELL = r"([^|]*)"  # process names may be empty or contain spaces; _text strips the padding
+_CELL_SKIPPED = r"[^|]*"
+
+# Chip-table header name -> the TableChip fields its value fills (a pair fills used and total).
+_CHIP_COLUMNS = {
+    "NPU": ("npu",),
+    "NPU ID": ("npu",),
+    "Name": ("name",),
+    "Health": ("health",),
+    "Power(W)": ("power_watts",),
+    "Temp(C)": ("temperature_celsius",),
+    "Hugepages-Usage(page)": ("hugepages_used", "hugepages_total"),
+    "Chip": ("chip",),
+    "Device": ("device_id",),
+    "Phy-ID": ("phy_id",),
+    "Bus-Id": ("bus_id",),
+    "AICore(%)": ("aicore_percent",),
+    "NPU Util(%)": ("npu_util_percent",),
+    "Memory-Usage(MB)": ("memory_used_mb", "memory_total_mb"),
+    "HBM-Usage(MB)": ("hbm_used_mb", "hbm_total_mb"),
+}
+
+# Process-table header: names in the first cell ("NPU  Chip", on 950 "NPU ID"), then one column
+# per cell, named by the whole cell because these names contain spaces.
+_PROCESS_ID_COLUMNS = {"NPU": "npu", "NPU ID": "npu", "Chip": "chip"}
+_PROCESS_COLUMNS = {
+    "Process id": "pid",
+    "Process name": "name",
+    "Process memory(MB)": "memory_mb",
+    "Process id in container": "container_pid",
+}
+
+
+# TableChip and TableProcess are plain (not frozen) dataclasses on purpose: a frozen dataclass sets each
+# field through object.__setattr__, which cost a fifth of the time to parse a busy 16-chip table.
+@dataclass
+class TableChip:
+    """One chip as the main table prints it, in the table's own units (W, C, %, MiB, pages)."""
+
+    npu: int  # card id as printed (24, 2144, 32896 are real)
+    chip: int  # index in the card (950: always 0)
+    name: Optional[str] = None
+    health: Optional[str] = None  # as printed: OK/Warning/Alarm/Critical/UNKNOWN
+    device_id: Optional[int] = None  # the "Device" column (310 family), logical id
+    phy_id: Optional[int] = None  # the "Phy-ID" column (A3)
+    bus_id: Optional[str] = None
+    power_watts: Optional[float] = None
+    temperature_celsius: Optional[float] = None
+    hugepages_used: Optional[int] = None
+    hugepages_total: Optional[int] = None
+    aicore_percent: Optional[float] = None  # AICore(%) or, on 950, NPU Util(%)
+    memory_used_mb: Optional[int] = None
+    memory_total_mb: Optional[int] = None
+    hbm_used_mb: Optional[int] = None
+    hbm_total_mb: Optional[int] = None
+    # The "NPU Util(%)" column (950 only), kept apart so values() knows the table had one.
+    npu_util_percent: Optional[float] = None
+
+    def values(self) -> dict:
+        """This chip under `model.ChipSample` field names, in base units (bytes, ratios 0..1)."""
+        values = {
+            "name": self.name,
+            "health": self.health,
+            "bus_id": self.bus_id,
+            "device_id": self.device_id,
+            "phy_id": self.phy_id,
+            "temperature_celsius": self.temperature_celsius,
+            "power_watts": self.power_watts,
+            "aicore_ratio": _ratio(self.aicore_percent),
+            # 910B, A3 and 950 print DDR as "0 / 0": not a reading, so null per the contract
+            "memory_used_bytes": _bytes(self.memory_used_mb) if self.memory_total_mb else None,
+            "memory_total_bytes": _bytes(self.memory_total_mb) if self.memory_total_mb else None,
+            "hbm_used_bytes": _bytes(self.hbm_used_mb),
+            "hbm_total_bytes": _bytes(self.hbm_total_mb),
+            "hugepages_used": self.hugepages_used,
+            "hugepages_total": self.hugepages_total,
+        }
+        # Only a table with an NPU Util column knows npu_util_ratio; leaving the key out elsewhere
+        # keeps a value from `-t usages` intact whichever of the two is merged last.
+        if self.npu_util_percent is not None:
+            values["npu_util_ratio"] = _ratio(self.npu_util_percent)
+        return values
+
+
+@dataclass
+class TableProcess:
+    npu: int
+    chip: Optional[int]  # None where the table has no chip column (950)
+    pid: int
+    name: Optional[str]  # None when printed empty (seen on A3)
+    memory_mb: Optional[int]
+    container_pid: Optional[int] = None  # 26.x "Process id in container", None for NA / absent
+
+
+@dataclass(frozen=True)
+class MainTable:
+    tool_version: Optional[str]  # "npu-smi 23.0.rc3" -> "23.0.rc3"
+    driver_version: Optional[str]  # "Version: 23.0.rc2.3" -> "23.0.rc2.3"
+    chips: Tuple[TableChip, ...]
+    processes: Tuple[TableProcess, ...]
+    warnings: Tuple[str, ...]  # lines npu-smi printed starting with "[WARNING]"
+
+
+def parse_info(text: str) -> MainTable:
+    """Read `npu-smi info` output. Raises NpuSmiParseError, and nothing else, when the output holds
+    no main table or a row in it is malformed."""
+    if not isinstance(text, str):
+        raise NpuSmiParseError("expected npu-smi output as text, got {}".format(type(text).__name__))
+    # Blank lines carry nothing (copies from web pages are often double-spaced); dropping them
+    # here means everything below sees table lines and plain-text lines only.
+    lines = [line for line in (raw.strip() for raw in text.splitlines()) if line]
+    header_at = _find_chip_header(lines)
+    if header_at is None:
+        raise NpuSmiParseError("no npu-smi main table in the output: {}".format(_quote(lines)))
+    row1, row2 = _chip_layouts(lines, header_at)
+    chips, process_header_at = _read_chips(lines, header_at + 2, row1, row2)
+    tool_version, driver_version = _title_versions(lines[:header_at])
+    return MainTable(
+        tool_version=tool_version,
+        driver_version=driver_version,
+        chips=tuple(chips),
+        processes=() if process_header_at is None else tuple(_read_processes(lines, process_header_at)),
+        warnings=_warnings(text, lines),
+    )
+
+
+# --- finding the parts ------------------------------------------------------------------------
+
+
+def _is_closed_row(line: str) -> bool:
+    return len(line) > 1 and line[0] == "|" and line[-1] == "|"
+
+
+def _is_cut(lines: List[str], index: int) -> bool:
+    """True when line `index` is the last table line before end of text or plain text, i.e. where
+    a capture was truncated or an excerpt gap begins."""
+    following = index + 1
+    return following == len(lines) or not lines[following].startswith(("|", "+"))
+
+
+def _cells(row: str) -> List[str]:
+    """'| a | b |' -> [' a ', ' b ']"""
+    return row[1:-1].split("|")
+
+
+def _find_chip_header(lines: List[str]) -> Optional[int]:
+    for index, line in enumerate(lines):
+        if line.startswith("|") and "Health" in line:
+            names = _HEADER_NAME.findall(line.replace("|", " "))
+            if "Health" in names and ("NPU" in names or "NPU ID" in names):
+                return index
+    return None
+
+
+def _title_versions(lines: List[str]) -> Tuple[Optional[str], Optional[str]]:
+    for line in lines:
+        if line.startswith("|") and "npu-smi" in line:
+            tool = _TITLE_TOOL.search(line)
+            driver = _TITLE_DRIVER.search(line)
+            return (tool.group(1) if tool else None, driver.group(1) if driver else None)
+    return None, None
+
+
+def _warnings(text: str, lines: List[str]) -> Tuple[str, ...]:
+    if "[WARNING]" not in text:  # the usual case; skips a pass over every line
+        return ()
+    return tuple(line for line in lines if line.startswith("[WARNING]"))
+
+
+def _quote(lines: List[str]) -> str:
+    """A short quote of unreadable output for error messages (npu-smi's own error line, usually)."""
+    return _shown(" / ".join(lines)) if lines else "it is empty"
+
+
+def _shown(text: str) -> str:
+    """`text` quoted for an error message, clipped so a runaway line cannot flood the logs."""
+    return repr(text if len(text) <= 200 else text[:197] + "...")
+
+
+# --- header rows -> row regexes ---------------------------------------------------------------
+
+
+class _RowLayout:
+    """A header row turned into a regex for its data rows, and per regex group the field it fills
+    and the function that converts the matched text."""
+
+    def __init__(self, cell_patterns: List[str], fields: List[str]):
+        self.pattern = re.compile(r"\|" + r"\|".join(cell_patterns) + r"\|\Z")
+        self.fields = tuple(fields)
+        self.converters = tuple(_CONVERTERS[field] for field in fields)
+        # The builtin int for integer columns: faster than _int, and it raises ValueError on all
+        # that _int has to look at (NA, '-', hex, garbage); read() then falls back to _int.
+        self.fast_converters = tuple(int if convert is _int else convert for convert in self.converters)
+
+    def read(self, line: str) -> Optional[List[object]]:
+        """The row's values in the order of `fields`, or None when the row does not fit this header."""
+        match = self.pattern.match(line)
+        if match is None:
+            return None
+        tokens = match.groups()
+        try:
+            return [convert(token) for convert, token in zip(self.fast_converters, tokens)]
+        except ValueError:
+            pass  # NA, '-', hex or a bad value: convert again, the careful way
+        try:
+            return [convert(token) for convert, token in zip(self.converters, tokens)]
+        except NpuSmiParseError as error:
+            # The shared helpers quote the whole value; clip it like the row.
+            message = str(error) if len(str(error)) <= 200 else str(error)[:197] + "..."
+            raise NpuSmiParseError("{} in npu-smi row {}".format(message, _shown(line))) from None
+
+
+def _cell(value_patterns: List[str]) -> str:
+    """The pattern of one cell: its values separated by whitespace, padded on both sides."""
+    if not value_patterns:
+        return r"\s*"  # an empty cell (950's row 2 under "NPU ID" and "Name")
+    return r"\s*" + r"\s+".join(value_patterns) + r"\s*"
+
+
+# Layouts are cached by header text: a daemon parses the same header every poll.
+@functools.lru_cache(maxsize=64)
+def _chip_layout(header: str) -> _RowLayout:
+    cell_patterns, fields = [], []
+    for cell in _cells(header):
+        value_patterns = []
+        for name in _HEADER_NAME.findall(cell):
+            column_fields = _CHIP_COLUMNS.get(name, ())
+            if not column_fields:
+                value_patterns.append(_ONE_OR_PAIR_SKIPPED)  # still matched, so the row fits
+            else:
+                value_patterns.append(_PAIR if len(column_fields) == 2 else _ONE)
+            fields.extend(column_fields)
+        cell_patterns.append(_cell(value_patterns))
+    return _RowLayout(cell_patterns, fields)
+
+
+@functools.lru_cache(maxsize=64)
+def _process_layout(header: str) -> _RowLayout:
+    first_cell, *other_cells = _cells(header)
+    id_patterns, fields = [], []
+    for name in _HEADER_NAME.findall(first_cell):
+        field = _PROCESS_ID_COLUMNS.get(name)
+        id_patterns.append(_ONE if field else r"[^\s|]+")
+        fields.extend([field] if field else [])
+    cell_patterns = [_cell(id_patterns)]
+    for cell in other_cells:
+        field = _PROCESS_COLUMNS.get(cell.strip())
+        if field is None:
+            cell_patterns.append(_CELL_SKIPPED)
+        else:
+            cell_patterns.append(_WHOLE_CELL if field == "name" else _cell([_ONE]))
+            fields.append(field)
+    return _RowLayout(cell_patterns, fields)
+
+
+def _chip_layouts(lines: List[str], header_at: int) -> Tuple[_RowLayout, _RowLayout]:
+    header1 = lines[header_at]
+    header2 = lines[header_at + 1] if header_at + 1 < len(lines) else ""
+    # Both header rows have the same cells in every layout; fewer means the second was cut short.
+    if not (_is_closed_row(header1) and _is_closed_row(header2) and header1.count("|") == header2.count("|")):
+        raise NpuSmiParseError("npu-smi main table header is incomplete: {}".format(_shown(header2 or header1)))
+    row1, row2 = _chip_layout(header1), _chip_layout(header2)
+    if "npu" not in row1.fields:
+        raise NpuSmiParseError("npu-smi main table header has no NPU column: {}".format(_shown(header1)))
+    return row1, row2
+
+
+# --- data rows --------------------------------------------------------------------------------
+
+
+def _read_chips(
+    lines: List[str], start: int, row1: _RowLayout, row2: _RowLayout
+) -> Tuple[List[TableChip], Optional[int]]:
+    """The chips from line `start` on, and the index of the process-table header if there is one."""
+    chips = []
+    fields = row1.fields + row2.fields
+    first_row: Optional[List[object]] = None  # a chip's first row, waiting for its second
+    for index in range(start, len(lines)):
+        line = lines[index]
+        if line.startswith("|"):
+            values = (row1 if first_row is None else row2).read(line)
+            if values is None:
+                if "Process id" in line:
+                    return chips, index
+                if _is_cut(lines, index):
+                    first_row = None  # truncated: drop this chip, keep the complete ones before it
+                    continue
+                raise NpuSmiParseError("npu-smi main table row does not fit its header: {}".format(_shown(line)))
+            if first_row is None:
+                first_row = values
+            else:
+                chips.append(_chip(fields, first_row + values, line))
+                first_row = None
+        elif line.startswith("+"):
+            if first_row is not None:
+                raise NpuSmiParseError("npu-smi main table: a chip has no second row before {}".format(_shown(line)))
+        else:
+            first_row = None  # plain text (elision, excerpt gap) replaced this chip's second row
+    return chips, None
+
+
+def _chip(fields: Tuple[str, ...], row_values: List[object], line: str) -> TableChip:
+    values = dict(_CHIP_DEFAULTS)
+    values.update(zip(fields, row_values))
+    if values["npu"] is None or values["chip"] is None:
+        raise NpuSmiParseError("npu-smi main table chip without NPU or Chip id near {}".format(_shown(line)))
+    if "npu_util_percent" in fields:
+        values["aicore_percent"] = values["npu_util_percent"]
+    return TableChip(**values)
+
+
+def _read_processes(lines: List[str], header_at: int) -> List[TableProcess]:
+    header = lines[header_at]
+    if not _is_closed_row(header):
+        return []  # the capture stops inside the process-table header
+    layout = _process_layout(header)
+    if "npu" not in layout.fields or "pid" not in layout.fields:
+        raise NpuSmiParseError("npu-smi process table header lacks NPU or Process id: {}".format(_shown(header)))
+    has_chip = "chip" in layout.fields
+    processes = []
+    for index in range(header_at + 1, len(lines)):
+        line = lines[index]
+        if not line.startswith("|"):
+            continue
+        values = layout.read(line)
+        if values is None:
+            if _NO_PROCESSES.match(line) or _is_cut(lines, index):
+                continue  # an idle NPU, or a row cut off by truncation
+            raise NpuSmiParseError("npu-smi process row does not fit its header: {}".format(_shown(line)))
+        process = dict(_PROCESS_DEFAULTS)
+        process.update(zip(layout.fields, values))
+        if process["npu"] is None or process["pid"] is None or (has_chip and process["chip"] is None):
+            raise NpuSmiParseError("npu-smi process row without NPU, Chip or Process id: {}".format(_shown(line)))
+        processes.append(TableProcess(**process))
+    return processes
+
+
+# Every field with its default: 950 has no Chip column (one chip per card, index 0), other columns
+# exist only in some layouts.
+_CHIP_DEFAULTS: Dict[str, object] = dict({field.name: None for field in dataclasses.fields(TableChip)}, chip=0)
+_PROCESS_DEFAULTS: Dict[str, object] = {field.name: None for field in dataclasses.fields(TableProcess)}
+
+
+# --- value converters (tokens come from the row regexes: stripped, except whole-cell text) ------
+
+
+def _int(token: str) -> Optional[int]:
+    if token in NULL_TOKENS:
+        return None
+    try:
+        return int(token)
+    except ValueError:
+        return to_int(token)  # hex, or raises with the shared wording
+
+
+def _float(token: str) -> Optional[float]:
+    if token in NULL_TOKENS:
+        return None
+    try:
+        value = float(token)
+    except ValueError:
+        return to_float(token)  # raises with the shared wording
+    return value if math.isfinite(value) else to_float(token)  # nan, inf: raises likewise
+
+
+def _text(token: str) -> Optional[str]:
+    token = token.strip()
+    return None if token in NULL_TOKENS else token
+
+
+def _bus_id(token: str) -> Optional[str]:
+    if token in NULL_TOKENS:
+        return None
+    if not _BUS_ID.match(token):
+        raise NpuSmiParseError("expected a PCIe bus id like 0000:C1:00.0, got {}".format(_shown(token)))
+    return token
+
+
+_CONVERTERS: Dict[str, Callable[[str], object]] = {
+    "npu": _int,
+    "chip": _int,
+    "name": _text,
+    "health": _text,
+    "device_id": _int,
+    "phy_id": _int,
+    "bus_id": _bus_id,
+    "power_watts": _float,
+    "temperature_celsius": _float,
+    "hugepages_used": _int,
+    "hugepages_total": _int,
+    "aicore_percent": _float,
+    "npu_util_percent": _float,
+    "memory_used_mb": _int,
+    "memory_total_mb": _int,
+    "hbm_used_mb": _int,
+    "hbm_total_mb": _int,
+    "pid": _int,
+    "memory_mb": _int,
+    "container_pid": _int,
+}
+
+
+def _ratio(percent: Optional[float]) -> Optional[float]:
+    return None if percent is None else percent / 100.0
+
+
+def _bytes(mib: Optional[int]) -> Optional[int]:
+    return None if mib is None else mib * MIB

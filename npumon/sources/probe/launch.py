@@ -1,0 +1,83 @@
+"""How the probe child is started: its argv and its environment. Pure functions.
+
+On a real host the child finds pyACL and the CANN libraries where CANN's set_env.sh would put them,
+derived from the config's ascend_dir unless probe.toolkit_dir / acl_python_path / library_path say
+otherwise (reference: /usr/local/Ascend/ascend-toolkit/set_env.sh). Under `--simulate` the child gets the
+simulated pyACL instead, and nothing of a real install, so a simulation on an Ascend host stays simulated.
+"""
+
+import os
+import sys
+from typing import Dict, List, Mapping, Optional, Tuple
+
+from .config import ProbeConfig
+
+CHILD_MODULE = "npumon.sources.probe.child"
+# The directory that holds the npumon package: added to the child's PYTHONPATH when the child runs under
+# another Python than the daemon's (the CANN one), which does not have npumon installed.
+PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def toolkit_dir(probe: ProbeConfig, ascend_dir: str) -> str:
+    return probe.toolkit_dir or os.path.join(ascend_dir, "ascend-toolkit", "latest")
+
+
+def acl_python_path(probe: ProbeConfig, ascend_dir: str) -> str:
+    return probe.acl_python_path or os.path.join(toolkit_dir(probe, ascend_dir), "python", "site-packages")
+
+
+def library_path(probe: ProbeConfig, ascend_dir: str) -> List[str]:
+    if probe.library_path is not None:
+        return list(probe.library_path)
+    toolkit = toolkit_dir(probe, ascend_dir)
+    driver = os.path.join(ascend_dir, "driver", "lib64")
+    return [driver, os.path.join(driver, "common"), os.path.join(driver, "driver"),
+            os.path.join(toolkit, "lib64"), os.path.join(toolkit, "lib64", "plugin", "opskernel"),
+            os.path.join(toolkit, "lib64", "plugin", "nnengine")]
+
+
+def child_argv(probe: ProbeConfig, python: str) -> List[str]:
+    """The child's command line without `--device N` (the runner appends it per chip)."""
+    argv = [python, "-m", CHILD_MODULE, "--kind", probe.kind, "--copy-bytes", str(probe.copy_bytes),
+            "--sync-timeout-ms", str(probe.sync_timeout_ms)]
+    if probe.kind == "torch":
+        argv += ["--matmul-size", str(probe.matmul_size), "--matmul-tolerance", repr(probe.matmul_tolerance)]
+    if probe.model is not None:
+        model = probe.model
+        argv += ["--model", model.path, "--model-input", model.input_file,
+                 "--model-expected", model.expected_output_file, "--model-dtype", model.dtype,
+                 "--model-tolerance", repr(model.tolerance)]
+    return argv
+
+
+def child_environment(probe: ProbeConfig, ascend_dir: str, inherited: Mapping[str, str], python: str,
+                      simulated_acl_dir: Optional[str] = None) -> Dict[str, str]:
+    """The variables to set for the child on top of `inherited` (the daemon's environment). With
+    `simulated_acl_dir`, `import acl` finds the simulated runtime there and no real install is added."""
+    python_path = [simulated_acl_dir] if simulated_acl_dir else [acl_python_path(probe, ascend_dir)]
+    if os.path.realpath(python) != os.path.realpath(sys.executable):
+        python_path.append(PACKAGE_PARENT)
+    env = {"PYTHONPATH": _prepend(python_path, inherited.get("PYTHONPATH"))}
+    if simulated_acl_dir:
+        return env
+    toolkit = toolkit_dir(probe, ascend_dir)
+    env["LD_LIBRARY_PATH"] = _prepend(library_path(probe, ascend_dir), inherited.get("LD_LIBRARY_PATH"))
+    # What set_env.sh exports besides the paths; a value the daemon already has (set_env.sh sourced) wins.
+    for name, value in (("ASCEND_TOOLKIT_HOME", toolkit), ("ASCEND_HOME_PATH", toolkit),
+                        ("ASCEND_OPP_PATH", os.path.join(toolkit, "opp")), ("ASCEND_AICPU_PATH", toolkit)):
+        if name not in inherited:
+            env[name] = value
+    env.update(probe.environment)
+    return env
+
+
+def child_command(probe: ProbeConfig, ascend_dir: str, inherited: Mapping[str, str],
+                  simulated_acl_dir: Optional[str] = None) -> Tuple[List[str], Dict[str, str]]:
+    """argv prefix and environment of the probe child."""
+    python = sys.executable if simulated_acl_dir or not probe.python else probe.python
+    return (child_argv(probe, python),
+            child_environment(probe, ascend_dir, inherited, python, simulated_acl_dir))
+
+
+def _prepend(entries: List[str], existing: Optional[str]) -> str:
+    return os.pathsep.join(entries + ([existing] if existing else []))

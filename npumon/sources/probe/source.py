@@ -1,0 +1,289 @@
+"""ProbeSource: the liveness probe as a source of the Collector (an ExtraSource with its own tier).
+
+Scheduling: the tier wakes every TICK_SECONDS (or every interval, if that is shorter) and probes the chips
+that are due. Every chip is due at the first wake-up (in `npumon check`, that is the one pass); after a
+probe, a chip is next due interval_seconds plus a random 0..jitter_seconds later, so the chips drift apart
+instead of being probed in lockstep. A chip whose AI Core is above skip_busy_above_ratio is skipped and
+stays due: it is probed at the first wake-up that finds it quieter. At most max_concurrent probes run at a
+time, and a round starts no probe that could not finish within round_timeout_seconds.
+
+The probe opens a chip by its logical device id: ChipSample.device_id where the main table prints it
+(310P, 310B), else the "Chip Logic ID" of `npu-smi info -m` (910B, A3), read once and re-read when a chip
+is missing from it. An npu-smi without `info -m`, or one that prints no logical id for a chip, leaves the
+probe "unavailable" for that chip (no guessing: a wrong id would probe another chip); a failing `info -m`
+(timeout, error) is a problem of the source.
+
+Results stay in the Snapshot for two intervals (one missed round is tolerated); `first_run` marks each
+chip's first probe since the source started, and only warm successful probes feed the chip's baseline.
+"""
+
+import collections
+import concurrent.futures
+import dataclasses
+import logging
+import os
+import random
+import threading
+import time
+from typing import TYPE_CHECKING, Callable, Deque, Dict, List, Optional, Sequence, Tuple
+
+from ...model import ChipSample, ProbeSample, Snapshot, SourceStatus
+from ..npusmi import kv as npusmi_kv
+from ..npusmi.common import NpuSmiParseError
+from ..runner import CommandResult, CommandRunner
+from .launch import child_command
+from .outcome import ProbeLaunchError, read_outcome
+from .protocol import FAILED, OK, UNAVAILABLE
+from .samples import probe_sample
+
+if TYPE_CHECKING:  # collect.py imports this module
+    from ..collection import Target
+    from ...config import Config
+
+log = logging.getLogger(__name__)
+
+SOURCE_NAME = "probe"
+TICK_SECONDS = 15.0
+SKIPPED = "skipped"
+
+ChipKey = Tuple[int, int]
+RunCommand = Callable[[Sequence[str], Optional[float]], CommandResult]
+
+
+def build_probe_sources(config: "Config", target: "Target") -> List["ProbeSource"]:
+    """The probe source when the config turns it on (collect.build_extra_sources calls this)."""
+    return [ProbeSource(config, target)] if config.probe.enabled else []
+
+
+def busy_reason(chip: ChipSample, limit: Optional[float]) -> Optional[str]:
+    """Why the chip is too busy to probe now, or None."""
+    if limit is None or chip.aicore_ratio is None or chip.aicore_ratio <= limit:
+        return None
+    return "busy: AI Core {:.0%} is above probe.skip_busy_above_ratio {:.0%}".format(chip.aicore_ratio, limit)
+
+
+class _ChipState:
+    def __init__(self, baseline_runs: int):
+        self.next_due = 0.0  # unix time; 0: due at once
+        self.runs = 0  # probes that reached the device (ok or failed)
+        self.baseline: Deque[float] = collections.deque(maxlen=baseline_runs)
+        self.result: Optional[ProbeSample] = None  # the latest probe that ran
+        self.skipped: Optional[ProbeSample] = None  # set while the latest attempt was skipped
+        self.problem: Optional[str] = None  # why the probe could not run, when that is the probe's fault
+
+
+class ProbeSource:
+    name = SOURCE_NAME
+
+    def __init__(self, config: "Config", target: "Target", clock: Callable[[], float] = time.time,
+                 rng: Optional[random.Random] = None, run_child: Optional[RunCommand] = None,
+                 run_npu_smi: Optional[RunCommand] = None):
+        """`run_child(args, timeout)` and `run_npu_smi(args, timeout)` run the probe child and npu-smi; tests
+        pass their own."""
+        settings = config.probe
+        simulated_acl_dir = None
+        if target.simulated:
+            from ...sim.pyacl import SIMULATED_ACL_DIR
+
+            # The simulation runs the same child against the simulated pyACL: no real model, no torch.
+            simulated_acl_dir = SIMULATED_ACL_DIR
+            settings = dataclasses.replace(settings, kind="acl", model=None)
+        self.settings = settings
+        self._clock = clock
+        self._rng = rng or random.Random()
+        argv, env = child_command(settings, config.ascend_dir, os.environ, simulated_acl_dir)
+        env.update(target.env or {})  # the simulation's state directory
+        self._child_runner = CommandRunner(argv, settings.timeout_seconds, settings.max_concurrent, env=env)
+        self._npu_smi_runner = CommandRunner(target.npu_smi_argv, config.npu_smi_timeout_seconds, 1, env=target.env)
+        # Probes are all alike: each may use any of the runner's slots (none is kept for priority calls).
+        self._run_child = run_child or (lambda args, timeout: self._child_runner.run(args, timeout, priority=True))
+        self._run_npu_smi = run_npu_smi or (lambda args, timeout: self._npu_smi_runner.run(args, timeout))
+        self._lock = threading.RLock()
+        self._chips: Dict[ChipKey, _ChipState] = {}
+        self._logical_ids: Dict[ChipKey, int] = {}
+        self._status = SourceStatus(ok=False, error="not polled yet")
+        self._closing = threading.Event()
+        self.fresh_seconds = max(config.max_age_seconds, 2 * (settings.interval_seconds + settings.jitter_seconds)
+                                 + settings.round_timeout_seconds)
+
+    # -- the ExtraSource protocol ------------------------------------------------------------------------
+
+    def interval(self) -> float:
+        return min(self.settings.interval_seconds, TICK_SECONDS)
+
+    def poll(self, chips: List[ChipSample]) -> None:
+        started = self._clock()
+        deadline = time.monotonic() + self.settings.round_timeout_seconds
+        with self._lock:
+            due = [chip for chip in chips if self._state(chip.key).next_due <= started]
+        idle: List[ChipSample] = []
+        for chip in due:
+            reason = busy_reason(chip, self.settings.skip_busy_above_ratio)
+            if reason is None:
+                idle.append(chip)
+            else:  # stays due: probed at the first quieter wake-up
+                self._skip(chip, started, reason)
+        planned: List[Tuple[ChipSample, int]] = []
+        for chip, (device_id, why_unknown, lasting) in zip(idle, self._logical_ids_of(idle)):
+            if device_id is not None:
+                planned.append((chip, device_id))
+            elif lasting:  # this npu-smi cannot tell: the probe cannot run here, as without a runtime
+                self._record(chip, ProbeSample(state=UNAVAILABLE, time=started, kind=self.settings.kind,
+                                               detail=why_unknown), started)
+            else:
+                self._skip(chip, started, why_unknown, problem=True,
+                           retry_at=started + self.settings.interval_seconds)
+        unavailable: List[str] = []  # shared by this round's probes
+        with concurrent.futures.ThreadPoolExecutor(max_workers=self.settings.max_concurrent) as pool:
+            for future in [pool.submit(self._probe, chip, device_id, deadline, unavailable, started)
+                           for chip, device_id in planned]:
+                future.result()
+        self._update_status(started, attempted=bool(due))
+
+    def status(self, now: float, max_age: float) -> SourceStatus:
+        with self._lock:
+            status = dataclasses.replace(self._status)
+        if status.ok and status.last_success is not None and now - status.last_success > self.fresh_seconds:
+            status.ok = False
+            status.error = "stale: last round {:.0f}s ago".format(now - status.last_success)
+        return status
+
+    def apply(self, snapshot: Snapshot, now: float, max_age: float) -> None:
+        with self._lock:
+            states = {key: (state.result, state.skipped) for key, state in self._chips.items()}
+        for chip in snapshot.chips:
+            result, skipped = states.get(chip.key, (None, None))
+            if result is not None and now - result.time <= self.fresh_seconds:
+                chip.probe = result
+            elif skipped is not None and now - skipped.time <= self.fresh_seconds:
+                chip.probe = skipped
+
+    def close(self) -> None:
+        self._closing.set()
+        self._child_runner.terminate_all()
+        self._npu_smi_runner.terminate_all()
+
+    # -- one chip --------------------------------------------------------------------------------------------
+
+    def _probe(self, chip: ChipSample, device_id: int, deadline: float, unavailable: List[str],
+               round_started: float) -> None:
+        timeout = self.settings.timeout_seconds
+        started = self._clock()
+        if time.monotonic() + timeout > deadline:  # stays due: the next wake-up probes it
+            self._skip(chip, started, "not probed: the round's {:g} s deadline would pass".format(
+                self.settings.round_timeout_seconds))
+            return
+        if unavailable:  # the runtime is missing for every chip alike: do not start a process per chip
+            self._record(chip, ProbeSample(state=UNAVAILABLE, time=started, kind=self.settings.kind,
+                                           device_id=device_id, detail=unavailable[0]), round_started)
+            return
+        result = self._run_child(["--device", str(device_id)], timeout)
+        if self._closing.is_set():  # killed because npumon stops: not the chip's failure
+            return
+        try:
+            outcome = read_outcome(result)
+        except ProbeLaunchError as exc:
+            self._skip(chip, started, "the probe did not run: {}".format(exc), problem=True,
+                       retry_at=started + self.settings.interval_seconds)
+            return
+        if outcome.state == UNAVAILABLE:
+            unavailable.append(outcome.message or "the probe cannot run here")
+        with self._lock:
+            state = self._state(chip.key)
+            sample = probe_sample(outcome, started, self.settings.kind, device_id, state.runs == 0,
+                                  list(state.baseline))
+            if outcome.state in (OK, FAILED):
+                state.runs += 1
+            if outcome.state == OK and not sample.first_run and sample.duration_seconds is not None:
+                state.baseline.append(sample.duration_seconds)
+        if outcome.state == FAILED:
+            log.info("probe of %s (device %d) failed in %s: %s", chip.subject, device_id, sample.failed_stage,
+                        sample.detail)
+        self._record(chip, sample, round_started)
+
+    def _record(self, chip: ChipSample, sample: ProbeSample, round_started: float) -> None:
+        with self._lock:
+            state = self._state(chip.key)
+            state.result, state.skipped, state.problem = sample, None, None
+            # Counted from the round's wake-up: counted from the probe's own (slightly later) start, the chip
+            # would just miss the wake-up one interval later and wait for the one after.
+            state.next_due = round_started + self.settings.interval_seconds + self._rng.uniform(
+                0.0, self.settings.jitter_seconds)
+
+    def _skip(self, chip: ChipSample, when: float, reason: str, problem: bool = False,
+              retry_at: Optional[float] = None) -> None:
+        """Not probed this time. `problem`: a fault of the probe's setup, which the source's status reports;
+        `retry_at`: when to try again (default: at once, the next wake-up)."""
+        with self._lock:
+            state = self._state(chip.key)
+            state.skipped = ProbeSample(state=SKIPPED, time=when, kind=self.settings.kind, detail=reason)
+            if problem:
+                state.problem = reason
+            if retry_at is not None:
+                state.next_due = retry_at
+
+    def _state(self, key: ChipKey) -> _ChipState:
+        state = self._chips.get(key)
+        if state is None:
+            state = self._chips[key] = _ChipState(self.settings.baseline_runs)
+        return state
+
+    # -- logical ids ---------------------------------------------------------------------------------------
+
+    def _logical_ids_of(self, chips: List[ChipSample]) -> List[Tuple[Optional[int], Optional[str], bool]]:
+        """Per chip: (logical id, None, False), or (None, why it is not known, whether npu-smi can never tell
+        it). Reads npu-smi info -m at most once."""
+        problem, lasting = None, False
+        if any(chip.device_id is None and chip.key not in self._logical_ids for chip in chips):
+            problem, lasting = self._read_logical_ids()
+        answers = []
+        for chip in chips:
+            device_id = chip.device_id if chip.device_id is not None else self._logical_ids.get(chip.key)
+            if device_id is not None:
+                answers.append((device_id, None, False))
+            elif problem is not None:
+                answers.append((None, "logical device id unknown: " + problem, lasting))
+            else:
+                answers.append((None, "logical device id unknown: npu-smi info -m lists no Chip Logic ID for it",
+                                True))
+        return answers
+
+    def _read_logical_ids(self) -> Tuple[Optional[str], bool]:
+        """Re-read the Chip Logic IDs; (what went wrong, whether it will stay so) or (None, False)."""
+        result = self._run_npu_smi(["info", "-m"], None)
+        if result.timed_out or result.error:
+            return "npu-smi info -m " + result.describe_failure(), False
+        refusal = npusmi_kv.classify_error(result.output)
+        if refusal is not None and refusal.kind in ("unsupported", "unknown_command"):
+            return "this npu-smi has no info -m ({})".format(refusal.message), True
+        try:
+            rows = npusmi_kv.parse_mapping(result.output)
+        except NpuSmiParseError as exc:
+            return str(exc), False
+        self._logical_ids = {(row.npu, row.chip): row.logic_id for row in rows
+                             if row.chip is not None and row.logic_id is not None and not row.is_mcu}
+        return None, False
+
+    # -- the source's own status -------------------------------------------------------------------------
+
+    def _update_status(self, started: float, attempted: bool) -> None:
+        """The source is down while some chip could not be probed for a reason of the probe's own (a launch
+        failure, no logical id); "unsupported" while the runtime is unavailable; else up."""
+        duration = self._clock() - started
+        with self._lock:
+            problems = ["npu{}/chip{}: {}".format(npu, chip, state.problem)
+                        for (npu, chip), state in sorted(self._chips.items()) if state.problem]
+            unavailable = [state.result.detail for state in self._chips.values()
+                           if state.result is not None and state.result.state == UNAVAILABLE]
+            previous = self._status
+            if not attempted and previous.ok:  # an idle wake-up: nothing changed, the source still runs
+                self._status = dataclasses.replace(previous, last_success=started)
+            elif problems:
+                self._status = SourceStatus(ok=False, error="; ".join(problems)[:1000], duration_seconds=duration,
+                                            last_success=previous.last_success)
+            elif unavailable:
+                # Not a failure: this host cannot run the probe (no runtime), like a query a product lacks.
+                self._status = SourceStatus(ok=False, unsupported=True, error="unavailable: {}".format(
+                    unavailable[0]), duration_seconds=duration, last_success=previous.last_success)
+            else:
+                self._status = SourceStatus(ok=True, duration_seconds=duration, last_success=started)
