@@ -52,8 +52,9 @@ def npumon_own_cost(runs: int = 5):
     """npumon's own CPU per pass (collection, parsing, rules), without the simulated npu-smi processes,
     which stand in for a real npu-smi whose cost npumon does not control."""
     from npumon.cli.main import load_rule_engine
-    from npumon.sources.collection import Collector, Target
-    from npumon.config import Config
+    from npumon.sources.collection import Collector
+    from npumon.sources.target import Target
+    from npumon.config.schema import Config
 
     config = Config()
     engine, _ = load_rule_engine(config, one_shot=True)

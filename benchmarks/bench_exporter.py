@@ -226,8 +226,9 @@ def poll_child(polls: int) -> dict:
     import psutil
     from prometheus_client.exposition import generate_latest
 
-    from npumon.sources.collection import Collector, Target
-    from npumon.config import parse_config
+    from npumon.sources.collection import Collector
+    from npumon.sources.target import Target
+    from npumon.config.load import parse_config
     from npumon.daemon.daemon import Daemon
 
     workdir = tempfile.mkdtemp(prefix="npumon-bench-polls-")

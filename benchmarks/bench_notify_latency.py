@@ -22,8 +22,8 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import List, Tuple
 
-from npumon.sources.collection import Target
-from npumon.config import parse_config
+from npumon.sources.target import Target
+from npumon.config.load import parse_config
 from npumon.daemon.daemon import Daemon
 from npumon.sim import prepare_simulation
 from npumon.sim.state import read_state

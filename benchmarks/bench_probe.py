@@ -30,8 +30,8 @@ from typing import Dict, List
 
 from apscheduler.events import EVENT_JOB_SUBMITTED
 
-from npumon.sources.collection import Target
-from npumon.config import Config, PollConfig
+from npumon.sources.target import Target
+from npumon.config.schema import Config, PollConfig
 from npumon.daemon.daemon import Daemon
 from npumon.sources.probe.config import ProbeConfig
 from npumon.sources.probe.source import ProbeSource

@@ -2,7 +2,9 @@
 
 import pytest
 
-from npumon.config import Config, ConfigError, load_config, parse_config
+from npumon.config.errors import ConfigError
+from npumon.config.load import load_config, parse_config
+from npumon.config.schema import Config
 from npumon.outputs.web import parse_listen
 
 

@@ -2,7 +2,8 @@
 
 import pytest
 
-from npumon.config import ConfigError, parse_config
+from npumon.config.errors import ConfigError
+from npumon.config.load import parse_config
 from npumon.services.control.settings import curve_problems
 
 

@@ -11,8 +11,8 @@ import psutil
 import pytest
 
 from daemon_harness import DaemonProcess, kill_leftovers, wait_until
-from npumon.sources.collection import Target
-from npumon.config import parse_config
+from npumon.sources.target import Target
+from npumon.config.load import parse_config
 from npumon.services.control import service as service_module
 from npumon.daemon.daemon import Daemon
 from npumon.sim.knobs import read_knobs

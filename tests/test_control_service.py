@@ -10,8 +10,9 @@ import time
 
 from prometheus_client import CollectorRegistry, generate_latest
 
-from npumon.sources.collection import Collector, Target
-from npumon.config import parse_config
+from npumon.sources.collection import Collector
+from npumon.sources.target import Target
+from npumon.config.load import parse_config
 from npumon.services.control import service as service_module
 from npumon.sources.ambient import AmbientSource, mcu_temperatures
 from npumon.services.control.drivers import DriverResult, FanReading, HwmonFanDriver, NpuSmiFanDriver, Probe

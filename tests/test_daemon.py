@@ -16,8 +16,8 @@ import requests
 
 import npumon.daemon.daemon as daemon_module
 from daemon_harness import wait_until
-from npumon.sources.collection import Target
-from npumon.config import parse_config
+from npumon.sources.target import Target
+from npumon.config.load import parse_config
 from npumon.daemon.daemon import (Daemon, DaemonState, StartupError, collector_settings, judge_health, progress_deadline,
                            status_line)
 from npumon.model import ChipSample, Finding, HostSample, Snapshot, SourceStatus

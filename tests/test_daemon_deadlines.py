@@ -5,8 +5,9 @@ import sys
 import threading
 import time
 
-from npumon.sources.collection import Collector, Target
-from npumon.config import parse_config
+from npumon.sources.collection import Collector
+from npumon.sources.target import Target
+from npumon.config.load import parse_config
 from npumon.sim import prepare_simulation
 from npumon.sources.npusmi.source import TABLE_SOURCE, query_source_name
 from npumon.sources.runner import CommandRunner

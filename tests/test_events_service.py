@@ -282,7 +282,7 @@ class FakeDaemon:
 
 
 def test_event_services_follow_the_config(tmp_path):
-    from npumon.config import parse_config
+    from npumon.config.load import parse_config
 
     daemon = FakeDaemon(parse_config("state_dir: {}\nevents: {{enabled: false}}\n".format(tmp_path)))
     assert event_services(daemon) == [] and daemon.events is None

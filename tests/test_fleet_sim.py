@@ -12,7 +12,7 @@ import psutil
 import requests
 import yaml
 
-from npumon.config import parse_config
+from npumon.config.load import parse_config
 from npumon.sim.fleet import (DEFAULT_FLEET, SHIPPED_SCRAPE_CONFIG, SimHost, file_sd_groups, host_address, host_config,
                              prometheus_config)
 

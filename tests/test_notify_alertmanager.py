@@ -11,8 +11,8 @@ import pytest
 import requests
 
 from daemon_harness import free_port, wait_until
-from npumon.sources.collection import Target
-from npumon.config import parse_config
+from npumon.sources.target import Target
+from npumon.config.load import parse_config
 from npumon.daemon.daemon import Daemon
 from npumon.sim import prepare_simulation
 from test_notify_receivers import RecordingServer

@@ -445,7 +445,7 @@ class FakeDaemon:
 
 
 def test_a_receiver_with_a_missing_secret_is_reported_and_its_notifications_wait(tmp_path, monkeypatch, caplog):
-    from npumon.config import parse_config
+    from npumon.config.load import parse_config
 
     monkeypatch.delenv("NPUMON_TEST_MISSING", raising=False)
     config = parse_config("state_dir: {}\nnotify:\n  receivers:\n    - name: pd\n      type: pagerduty\n"
@@ -464,7 +464,7 @@ def test_a_receiver_with_a_missing_secret_is_reported_and_its_notifications_wait
 
 
 def test_an_unusable_state_dir_turns_notifications_off_with_one_error(tmp_path, caplog):
-    from npumon.config import parse_config
+    from npumon.config.load import parse_config
 
     blocker = tmp_path / "file"
     blocker.write_text("")
@@ -475,6 +475,6 @@ def test_an_unusable_state_dir_turns_notifications_off_with_one_error(tmp_path, 
 
 
 def test_no_receivers_no_service(tmp_path):
-    from npumon.config import Config
+    from npumon.config.schema import Config
 
     assert notify_services(FakeDaemon(Config(state_dir=str(tmp_path)))) == []

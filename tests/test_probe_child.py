@@ -236,7 +236,7 @@ def test_torch_missing_is_unavailable(tmp_path):
 @pytest.mark.skipif(shutil.which("vermin") is None, reason="vermin not installed (pip install -e '.[test]')")
 def test_the_child_is_a_python_37_program():
     """pyACL may only exist for an older Python than npumon's: the child's modules must run on 3.7."""
-    probe_dir = Path(__file__).parent.parent / "npumon" / "probe"
+    probe_dir = Path(__file__).parent.parent / "npumon" / "sources" / "probe"
     child_modules = [str(probe_dir / name) for name in ("__init__.py", "protocol.py", "stages.py", "compare.py",
                                                         "child.py", "acl_probe.py", "torch_probe.py")]
     result = subprocess.run(["vermin", "--target=3.7-", "--violations", "--no-tips", "--eval-annotations"]

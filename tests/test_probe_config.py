@@ -5,7 +5,8 @@ import sys
 
 import pytest
 
-from npumon.config import ConfigError, load_config, parse_config
+from npumon.config.errors import ConfigError
+from npumon.config.load import load_config, parse_config
 from npumon.sources.probe.config import ProbeConfig
 from npumon.sources.probe.launch import PACKAGE_PARENT, child_argv, child_command, child_environment
 
@@ -97,7 +98,7 @@ def test_configured_paths_and_variables_win_and_an_inherited_set_env_is_kept():
 def test_another_python_gets_the_npumon_package_on_its_path(tmp_path):
     env = child_environment(ProbeConfig(), "/usr/local/Ascend", {}, "/usr/bin/python3.7")
     assert env["PYTHONPATH"].split(os.pathsep)[-1] == PACKAGE_PARENT
-    assert os.path.isfile(os.path.join(PACKAGE_PARENT, "npumon", "probe", "child.py"))
+    assert os.path.isfile(os.path.join(PACKAGE_PARENT, "npumon", "sources", "probe", "child.py"))
 
 
 def test_simulation_gets_the_simulated_runtime_and_nothing_of_a_real_install():

@@ -6,8 +6,8 @@ import random
 import threading
 import time
 
-from npumon.sources.collection import Target
-from npumon.config import Config
+from npumon.sources.target import Target
+from npumon.config.schema import Config
 from npumon.model import ChipSample, HostSample, Snapshot
 from npumon.sources.probe.config import ProbeConfig
 from npumon.sources.probe.source import ProbeSource, build_probe_sources

@@ -16,8 +16,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from daemon_harness import free_port
-from npumon.sources.collection import Target, build_extra_sources
-from npumon.config import Config, ConfigError, parse_config
+from npumon.sources.collection import build_extra_sources
+from npumon.sources.target import Target
+from npumon.config.errors import ConfigError
+from npumon.config.load import parse_config
+from npumon.config.schema import Config
 from npumon.model import HostSample, Snapshot
 from npumon.sim import prepare_simulation, serving_queue_depth
 from npumon.sim.queue_server import QueueServer, render_metrics

@@ -11,7 +11,8 @@ import typing
 import pytest
 import yaml
 
-from npumon.config import Config, parse_config
+from npumon.config.load import parse_config
+from npumon.config.schema import Config
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 UNIT = os.path.join(REPO, "systemd", "npumon.service")

@@ -314,8 +314,9 @@ def _event_recorder(config) -> Callable[..., None]:
 
 def _run(args: argparse.Namespace, body: Callable[[_Session], int]) -> int:
     from .main import UserError, open_target, setup_logging
-    from ..sources.collection import NpuSmiMissing
-    from ..config import ConfigError, load_config
+    from ..sources.target import NpuSmiMissing
+    from ..config.errors import ConfigError
+    from ..config.load import load_config
 
     try:
         config = load_config(args.config)

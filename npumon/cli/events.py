@@ -15,7 +15,9 @@ import sys
 import time
 from typing import List, Optional, Sequence, Tuple
 
-from ..config import Config, ConfigError, load_config
+from ..config.errors import ConfigError
+from ..config.load import load_config
+from ..config.schema import Config
 from ..services.events.store import ACTIVE, KINDS, Event, EventStore, EventStoreError, FindingRow, events_path
 from ..outputs.report import rfc3339
 

@@ -16,8 +16,11 @@ import tempfile
 from typing import Iterator, List, Optional, Sequence
 
 from .. import __version__
-from ..sources.collection import Collector, NpuSmiMissing, Target, find_npu_smi
-from ..config import Config, ConfigError, load_config
+from ..sources.collection import Collector
+from ..sources.target import NpuSmiMissing, Target, find_npu_smi
+from ..config.errors import ConfigError
+from ..config.load import load_config
+from ..config.schema import Config
 from .control import add_control_commands
 from .events import add_event_commands
 from ..fleet.fleet import add_fleet_command

@@ -38,7 +38,8 @@ def _usage(parser: argparse.ArgumentParser) -> int:
 def cmd_notify_test(args: argparse.Namespace) -> int:
     import socket
 
-    from ..config import ConfigError, load_config
+    from ..config.errors import ConfigError
+    from ..config.load import load_config
     from ..model import Finding
     from ..services.notify.alert import alert_from_finding
     from ..services.notify.flavour import DELIVERED

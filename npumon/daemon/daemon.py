@@ -33,8 +33,10 @@ from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.jobstores.base import JobLookupError
 from apscheduler.schedulers.background import BackgroundScheduler
 
-from ..sources.collection import Collector, Target
-from ..config import Config, ConfigError, ExporterConfig
+from ..sources.collection import Collector
+from ..sources.target import Target
+from ..config.errors import ConfigError
+from ..config.schema import Config, ExporterConfig
 from ..services.control.service import control_services
 from ..services.events.service import event_services
 from ..outputs.exporter import ExporterView, build_registry

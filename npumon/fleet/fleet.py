@@ -599,7 +599,8 @@ def add_fleet_command(commands) -> None:
 
 
 def cmd_fleet(args: argparse.Namespace) -> int:
-    from ..config import ConfigError, load_config
+    from ..config.errors import ConfigError
+    from ..config.load import load_config
     from ..rules.loader import RuleError, load_rules
 
     if args.top < 0 or not args.timeout > 0:

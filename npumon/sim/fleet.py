@@ -28,7 +28,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import yaml
 
-REPO_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SHIPPED_SCRAPE_CONFIG = os.path.join(REPO_DIR, "exporters", "prometheus.yml")
 SHIPPED_ALERT_RULES = os.path.join(REPO_DIR, "alerts", "npumon.rules.yml")
 SCRAPE_JOB = "npumon"

@@ -6,53 +6,25 @@ pass of every tier, for `npumon check`.
 """
 
 import logging
-import shutil
 import socket
 import threading
 import time
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Protocol, Sequence
 
-from ..config import Config
+from ..config.schema import Config
 from .ambient import ambient_sources
 from ..model import ChipSample, HostSample, Snapshot, SourceStatus
 from .probe.source import build_probe_sources
 from .host import HostCollector
 from .npusmi.source import QUERY_TYPES, NpuSmiSource
 from .runner import CommandRunner
+from .target import Target
 from .serving import build_serving_sources
 
 log = logging.getLogger(__name__)
 
 HOST_SOURCE = "host"
-
-
-@dataclass(frozen=True)
-class Target:
-    """Where npu-smi and the host facts come from: the real host, or a simulated one."""
-
-    npu_smi_argv: List[str]
-    env: Optional[Dict[str, str]]
-    root: str
-    simulated: bool = False
-    serving_url: Optional[str] = None  # a simulated host's queue endpoint (turns the serving source on)
-    sim_state_dir: Optional[str] = None  # a simulated host's own directory
-
-    @classmethod
-    def real(cls, config: Config) -> "Target":
-        return cls([config.npu_smi], None, config.root)
-
-
-class NpuSmiMissing(RuntimeError):
-    """The configured npu-smi is not there: `check` answers UNKNOWN."""
-
-
-def find_npu_smi(command: str) -> str:
-    path = shutil.which(command)
-    if path is None:
-        raise NpuSmiMissing("npu-smi not found: {!r} is not an executable file or on PATH "
-                            "(set npu_smi in the config, or use --simulate)".format(command))
-    return path
 
 
 class ExtraSource(Protocol):

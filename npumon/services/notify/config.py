@@ -1,7 +1,7 @@
 """The `notify:` section of the config: receivers, routes and outbox limits.
 
 The dataclasses below are the schema (npumon/config.py turns YAML into them by their type hints);
-`validate_notify` adds the checks that types cannot express and names file, line and key for each.
+`notify_config_problems` adds the checks that types cannot express; config/load.py names file, line and key.
 Secrets (`url`, `secret`, `routing_key`) are given inline, as `<name>_file` or as `<name>_env`; they are
 only read when the daemon or `npumon notify test` starts (see secrets.py), so `npumon check` never needs
 them. Inline secrets are kept out of `repr()` so a logged config cannot leak them.
@@ -13,6 +13,7 @@ from typing import Any, Dict, List, Optional, Tuple, Union
 
 import yaml
 
+from ...config.errors import line_of
 from ...model import SEVERITIES
 
 RECEIVER_TYPES = ("webhook", "alertmanager", "dingtalk", "feishu", "wecom", "slack", "pagerduty")
@@ -84,15 +85,13 @@ def secret_fields(name: str) -> Tuple[str, str, str]:
     return name, name + "_file", name + "_env"
 
 
-def validate_notify(notify: NotifyConfig, root: yaml.Node, path: str) -> None:
-    """Raise ConfigError (`file:line: key: problem`) for the first problem in the notify section."""
+def notify_config_problems(notify: NotifyConfig) -> List[Tuple[str, str]]:
+    """(dotted key, problem) for the first problem in the notify section, e.g. ("notify.receivers[2].url", ...)."""
     problem = _first_problem(notify)
-    if problem is not None:
-        from ...config import ConfigError  # late import: config.py imports this module
-
-        keys, message = problem
-        line = line_of(root, keys)
-        raise ConfigError("{}:{}: {}: {}".format(path, line, dotted(keys), message))
+    if problem is None:
+        return []
+    keys, message = problem
+    return [(dotted(keys), message)]
 
 
 def dotted(keys: List[Union[str, int]]) -> str:
@@ -100,26 +99,6 @@ def dotted(keys: List[Union[str, int]]) -> str:
     for key in keys:
         text += "[{}]".format(key) if isinstance(key, int) else ("." if text else "") + key
     return text
-
-
-def line_of(root: Optional[yaml.Node], keys: List[Union[str, int]]) -> int:
-    """The line of the deepest node along `keys` (mapping keys and list indices) that exists."""
-    node, line = root, 1
-    for key in keys:
-        if node is None:
-            break
-        if isinstance(key, int) and isinstance(node, yaml.SequenceNode) and key < len(node.value):
-            node = node.value[key]
-            line = node.start_mark.line + 1
-        elif isinstance(key, str) and isinstance(node, yaml.MappingNode):
-            match = [(k, v) for k, v in node.value if isinstance(k, yaml.ScalarNode) and k.value == key]
-            if not match:
-                break
-            line = match[0][0].start_mark.line + 1
-            node = match[0][1]
-        else:
-            break
-    return line
 
 
 def receiver_line(config_path: str, index: int, key: str) -> str:

@@ -25,7 +25,7 @@ from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable, Deque, Dict, List, Optional, Sequence, Tuple
 
-from ...config import Config
+from ...config.schema import Config
 from ...model import Finding, Snapshot
 from .alert import RESOLVED, Alert, alert_from_finding, fingerprint
 from .config import NotifyConfig

@@ -15,7 +15,7 @@ from .config import ProbeConfig
 CHILD_MODULE = "npumon.sources.probe.child"
 # The directory that holds the npumon package: added to the child's PYTHONPATH when the child runs under
 # another Python than the daemon's (the CANN one), which does not have npumon installed.
-PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 
 def toolkit_dir(probe: ProbeConfig, ascend_dir: str) -> str:

@@ -35,10 +35,10 @@ from .launch import child_command
 from .outcome import ProbeLaunchError, read_outcome
 from .protocol import FAILED, OK, UNAVAILABLE
 from .samples import probe_sample
+from ..target import Target
 
-if TYPE_CHECKING:  # collect.py imports this module
-    from ..collection import Target
-    from ...config import Config
+if TYPE_CHECKING:
+    from ...config.schema import Config
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +50,7 @@ ChipKey = Tuple[int, int]
 RunCommand = Callable[[Sequence[str], Optional[float]], CommandResult]
 
 
-def build_probe_sources(config: "Config", target: "Target") -> List["ProbeSource"]:
+def build_probe_sources(config: "Config", target: Target) -> List["ProbeSource"]:
     """The probe source when the config turns it on (collect.build_extra_sources calls this)."""
     return [ProbeSource(config, target)] if config.probe.enabled else []
 
@@ -75,7 +75,7 @@ class _ChipState:
 class ProbeSource:
     name = SOURCE_NAME
 
-    def __init__(self, config: "Config", target: "Target", clock: Callable[[], float] = time.time,
+    def __init__(self, config: "Config", target: Target, clock: Callable[[], float] = time.time,
                  rng: Optional[random.Random] = None, run_child: Optional[RunCommand] = None,
                  run_npu_smi: Optional[RunCommand] = None):
         """`run_child(args, timeout)` and `run_npu_smi(args, timeout)` run the probe child and npu-smi; tests

@@ -1,73 +1,23 @@
-"""YAML configuration -> frozen dataclasses.
+"""YAML configuration -> the frozen dataclasses of schema.py.
 
 Every error names the file, the line and the dotted key, in one line, so a user can fix it without reading
-a traceback. The schema is the dataclasses below: their field names are the YAML keys and their type hints
-drive the conversion, so adding a setting is adding one field.
+a traceback. The conversion follows the dataclasses' type hints, so adding a setting is adding one field.
 """
 
 import dataclasses
+import re
 import typing
-from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 import yaml
 
-from .services.control.settings import ControlConfig, control_config_problems
-from .services.events.store import EventsConfig, events_config_problems
-from .services.notify.config import NotifyConfig, validate_notify
-from .sources.probe.config import ProbeConfig, probe_config_problems
-from .sources.serving import ServingConfig, serving_config_problems
-
-LOG_LEVELS = ("debug", "info", "warning", "error")
-
-
-class ConfigError(ValueError):
-    """A one-line message: `file:line: key: problem`."""
-
-
-@dataclass(frozen=True)
-class PollConfig:
-    """Seconds between polls of each tier. The main table is one call for all chips; the `-t` queries are
-    one call per card (health: per chip) and change slowly, so they run less often. 0 disables a tier."""
-
-    table_seconds: float = 15.0
-    usages_seconds: float = 30.0
-    power_seconds: float = 60.0
-    health_seconds: float = 60.0
-    ecc_seconds: float = 300.0
-    board_seconds: float = 3600.0
-    host_seconds: float = 15.0
-
-
-@dataclass(frozen=True)
-class ExporterConfig:
-    listen: str = "0.0.0.0:9842"
-    npu_exporter_compat: bool = False
-    tls_cert_file: Optional[str] = None
-    tls_key_file: Optional[str] = None
-
-
-@dataclass(frozen=True)
-class Config:
-    npu_smi: str = "npu-smi"
-    npu_smi_timeout_seconds: float = 10.0
-    npu_smi_max_concurrent: int = 2
-    root: str = "/"  # prefix for every host path (/proc, /sys, /dev, the Ascend directory); tests use fake trees
-    ascend_dir: str = "/usr/local/Ascend"
-    state_dir: str = "/var/lib/npumon"  # event history and the notification outbox live here
-    max_age_seconds: float = 120.0  # values older than this are dropped rather than served stale
-    log_level: str = "info"
-    poll: PollConfig = field(default_factory=PollConfig)
-    thresholds: Dict[str, float] = field(default_factory=dict)  # rule parameters, see `npumon rules --params`
-    rule_files: List[str] = field(default_factory=list)
-    exporter: ExporterConfig = field(default_factory=ExporterConfig)
-    serving: ServingConfig = field(default_factory=ServingConfig)  # the inference server's queue depth
-    events: EventsConfig = field(default_factory=EventsConfig)  # the event history in state_dir
-    notify: NotifyConfig = field(default_factory=NotifyConfig)  # alert delivery, see npumon/notify/config.py
-    control: ControlConfig = field(default_factory=ControlConfig)  # fans and power, see npumon/control/settings.py
-    probe: ProbeConfig = field(default_factory=ProbeConfig)  # the liveness probe, see npumon/probe/config.py
-    source: str = "<defaults>"  # where this config came from, for messages
-
+from ..services.control.settings import control_config_problems
+from ..services.events.store import events_config_problems
+from ..services.notify.config import notify_config_problems
+from ..sources.probe.config import probe_config_problems
+from ..sources.serving import serving_config_problems
+from .errors import ConfigError, line_of
+from .schema import LOG_LEVELS, Config, PollConfig
 
 def load_config(path: Optional[str]) -> Config:
     """Read and validate a config file; None gives the defaults."""
@@ -195,19 +145,12 @@ def _type_name(hint: Any) -> str:
     return {bool: "boolean (true/false)", int: "whole number", float: "number", str: "string"}.get(hint, str(hint))
 
 
-def _line_of(node: yaml.Node, dotted: str) -> int:
-    """The line of a dotted key in the document (for checks made after conversion)."""
-    current = node
-    for part in dotted.split("."):
-        if not isinstance(current, yaml.MappingNode):
-            break
-        for key_node, value_node in current.value:
-            if isinstance(key_node, yaml.ScalarNode) and key_node.value == part:
-                current = key_node if part == dotted.split(".")[-1] else value_node
-                break
-        else:
-            break
-    return current.start_mark.line + 1
+_KEY_PART = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
+
+
+def key_path(dotted: str) -> List[Union[str, int]]:
+    """"receivers[2].url" -> ["receivers", 2, "url"]."""
+    return [int(index) if index else name for name, index in _KEY_PART.findall(dotted)]
 
 
 def _validate(config: Config, node: yaml.Node, path: str) -> None:
@@ -230,13 +173,13 @@ def _validate(config: Config, node: yaml.Node, path: str) -> None:
         problems.append(("poll.table_seconds", "must be greater than 0 (the main table is always polled)"))
     if bool(config.exporter.tls_cert_file) != bool(config.exporter.tls_key_file):
         problems.append(("exporter.tls_cert_file", "TLS needs both tls_cert_file and tls_key_file"))
-    from .outputs.web import WebServerError, parse_listen  # late import: the HTTP server is not needed otherwise
+    from ..outputs.web import WebServerError, parse_listen  # late import: the HTTP server is not needed otherwise
 
     try:
         parse_listen(config.exporter.listen)
     except WebServerError as exc:
         problems.append(("exporter.listen", str(exc)))
-    from .rules.loader import default_params  # late import: the rules package imports model, not config
+    from ..rules.loader import default_params  # late import: the rules package imports model, not config
 
     known_params = default_params()
     for name in config.thresholds:
@@ -246,7 +189,7 @@ def _validate(config: Config, node: yaml.Node, path: str) -> None:
     problems.extend(events_config_problems(config.events))
     problems.extend(control_config_problems(config.control, config.poll.table_seconds))
     problems.extend(probe_config_problems(config.probe))
-    validate_notify(config.notify, node, path)  # raises itself: it names lines inside lists (receivers[2].url)
+    problems.extend(notify_config_problems(config.notify))
     if problems:
         key, problem = problems[0]
-        raise ConfigError("{}:{}: {}: {}".format(path, _line_of(node, key), key, problem))
+        raise ConfigError("{}:{}: {}: {}".format(path, line_of(node, key_path(key)), key, problem))

@@ -1,0 +1,59 @@
+"""The configuration's schema: frozen dataclasses whose field names are the YAML keys.
+
+Their type hints drive the conversion in load.py, so adding a setting is adding one field.
+"""
+
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional
+
+from ..services.control.settings import ControlConfig
+from ..services.events.store import EventsConfig
+from ..services.notify.config import NotifyConfig
+from ..sources.probe.config import ProbeConfig
+from ..sources.serving import ServingConfig
+
+LOG_LEVELS = ("debug", "info", "warning", "error")
+
+
+@dataclass(frozen=True)
+class PollConfig:
+    """Seconds between polls of each tier. The main table is one call for all chips; the `-t` queries are
+    one call per card (health: per chip) and change slowly, so they run less often. 0 disables a tier."""
+
+    table_seconds: float = 15.0
+    usages_seconds: float = 30.0
+    power_seconds: float = 60.0
+    health_seconds: float = 60.0
+    ecc_seconds: float = 300.0
+    board_seconds: float = 3600.0
+    host_seconds: float = 15.0
+
+
+@dataclass(frozen=True)
+class ExporterConfig:
+    listen: str = "0.0.0.0:9842"
+    npu_exporter_compat: bool = False
+    tls_cert_file: Optional[str] = None
+    tls_key_file: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class Config:
+    npu_smi: str = "npu-smi"
+    npu_smi_timeout_seconds: float = 10.0
+    npu_smi_max_concurrent: int = 2
+    root: str = "/"  # prefix for every host path (/proc, /sys, /dev, the Ascend directory); tests use fake trees
+    ascend_dir: str = "/usr/local/Ascend"
+    state_dir: str = "/var/lib/npumon"  # event history and the notification outbox live here
+    max_age_seconds: float = 120.0  # values older than this are dropped rather than served stale
+    log_level: str = "info"
+    poll: PollConfig = field(default_factory=PollConfig)
+    thresholds: Dict[str, float] = field(default_factory=dict)  # rule parameters, see `npumon rules --params`
+    rule_files: List[str] = field(default_factory=list)
+    exporter: ExporterConfig = field(default_factory=ExporterConfig)
+    serving: ServingConfig = field(default_factory=ServingConfig)  # the inference server's queue depth
+    events: EventsConfig = field(default_factory=EventsConfig)  # the event history in state_dir
+    notify: NotifyConfig = field(default_factory=NotifyConfig)  # alert delivery, see npumon/notify/config.py
+    control: ControlConfig = field(default_factory=ControlConfig)  # fans and power, see npumon/control/settings.py
+    probe: ProbeConfig = field(default_factory=ProbeConfig)  # the liveness probe, see npumon/probe/config.py
+    source: str = "<defaults>"  # where this config came from, for messages

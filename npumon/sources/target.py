@@ -1,0 +1,36 @@
+"""Where npu-smi and the host facts come from: the real host, or a simulated one."""
+
+import shutil
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Dict, List, Optional
+
+if TYPE_CHECKING:
+    from ..config.schema import Config
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where npu-smi and the host facts come from: the real host, or a simulated one."""
+
+    npu_smi_argv: List[str]
+    env: Optional[Dict[str, str]]
+    root: str
+    simulated: bool = False
+    serving_url: Optional[str] = None  # a simulated host's queue endpoint (turns the serving source on)
+    sim_state_dir: Optional[str] = None  # a simulated host's own directory
+
+    @classmethod
+    def real(cls, config: "Config") -> "Target":
+        return cls([config.npu_smi], None, config.root)
+
+
+class NpuSmiMissing(RuntimeError):
+    """The configured npu-smi is not there: `check` answers UNKNOWN."""
+
+
+def find_npu_smi(command: str) -> str:
+    path = shutil.which(command)
+    if path is None:
+        raise NpuSmiMissing("npu-smi not found: {!r} is not an executable file or on PATH "
+                            "(set npu_smi in the config, or use --simulate)".format(command))
+    return path
