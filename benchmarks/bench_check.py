@@ -52,7 +52,7 @@ def npumon_own_cost(runs: int = 5):
     """npumon's own CPU per pass (collection, parsing, rules), without the simulated npu-smi processes,
     which stand in for a real npu-smi whose cost npumon does not control."""
     from npumon.cli.main import load_rule_engine
-    from npumon.sources.collection import Collector
+    from npumon.sources.collection import SourceSet
     from npumon.sources.target import Target
     from npumon.config.schema import Config
 
@@ -62,7 +62,7 @@ def npumon_own_cost(runs: int = 5):
     with tempfile.TemporaryDirectory() as state:
         sim = prepare_simulation(state, "healthy", product="atlas-a3", time_scale=0)
         for _ in range(runs):
-            collector = Collector(config, Target(sim.npu_smi_argv, sim.env, sim.root, simulated=True))
+            collector = SourceSet(config, Target(sim.npu_smi_argv, sim.env, sim.root, simulated=True))
             started = time.process_time()
             snapshot = collector.collect_once()
             engine.evaluate(snapshot)

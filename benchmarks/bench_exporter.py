@@ -226,7 +226,7 @@ def poll_child(polls: int) -> dict:
     import psutil
     from prometheus_client.exposition import generate_latest
 
-    from npumon.sources.collection import Collector
+    from npumon.sources.collection import SourceSet
     from npumon.sources.target import Target
     from npumon.config.load import parse_config
     from npumon.daemon.daemon import Daemon
@@ -238,18 +238,19 @@ def poll_child(polls: int) -> dict:
         target = Target(["/bin/sh", script], env, root, simulated=True)
         daemon = Daemon(config, target, listen="127.0.0.1:0")
         clock = SimulatedClock()
-        daemon.collector.close()
-        daemon.collector = Collector(config, target, clock=clock)
+        daemon.collection.close()
+        daemon.collection = SourceSet(config, target, clock=clock)
         daemon.scheduler.start = lambda: type(daemon.scheduler).start(daemon.scheduler, paused=True)  # we drive
         daemon.start()
         process = psutil.Process()
-        every = {"host": 1, "usages": 2, "power": 4, "health": 4, "ecc": 20, "board": 240}
+        every = {"host": 1, "npu-smi:usages": 2, "npu-smi:power": 4, "npu-smi:health": 4, "npu-smi:ecc": 20,
+                 "npu-smi:board": 240}
         warm = warm_up_polls(config, polls)
         rss = {0: process.memory_info().rss}
         cpu_at, wall_at = {}, {}
         for poll in range(1, polls + 1):
             clock.now += POLL_SECONDS
-            daemon.run_table_tier()
+            daemon.run_tier("npu-smi")
             for tier, period in every.items():
                 if (poll - 1) % period == 0:
                     daemon.run_tier(tier)

@@ -1,6 +1,6 @@
 """Benchmark: what the liveness probe costs the daemon, in the simulator.
 
-Part 1, one probe round: ProbeSource.poll() over every chip of a simulated host (default: Atlas A3,
+Part 1, one probe round: ProbeSource.probe_due() over every chip of a simulated host (default: Atlas A3,
 16 chips), as the daemon's probe tier runs it (child processes with the simulated pyACL, max_concurrent
 at a time). Measured per round: wall time, CPU time of the daemon process itself (all its threads:
 starting children, reading their output, bookkeeping) and CPU time of the probe children.
@@ -69,11 +69,11 @@ def probe_rounds(target: Target, rounds: int, max_concurrent: int) -> None:
     for _ in range(rounds + 1):
         own_before, children_before = cpu_seconds(resource.RUSAGE_SELF), cpu_seconds(resource.RUSAGE_CHILDREN)
         started = time.perf_counter()
-        source.poll(chip_list)
+        source.probe_due(chip_list)
         walls.append(time.perf_counter() - started)
         own.append(cpu_seconds(resource.RUSAGE_SELF) - own_before)
         children.append(cpu_seconds(resource.RUSAGE_CHILDREN) - children_before)
-        status = source.status(now[0], 600.0)
+        status = source.status(now[0])
         assert status.ok, status
         now[0] += 10 * config.probe.interval_seconds  # every chip is due again
     print("part 1: {} chips, max_concurrent {}, {} rounds after a first one".format(
@@ -90,19 +90,20 @@ def daemon_run(target: Target, state_dir: str, seconds: float, table_seconds: fl
     daemon = Daemon(config, target, listen="127.0.0.1:0")
     lateness: List[float] = []
     durations: List[float] = []
-    table_tier = daemon.run_table_tier
+    run_tier = daemon.run_tier
 
-    def timed_table_tier() -> None:
+    def timed_table_tier(tier: str) -> None:
         started = time.perf_counter()
-        table_tier()
-        durations.append(time.perf_counter() - started)
+        run_tier(tier)
+        if tier == "npu-smi":
+            durations.append(time.perf_counter() - started)
 
     def submitted(event) -> None:
-        if event.job_id == "table":
+        if event.job_id == "npu-smi":
             now = time.time()
             lateness.extend(now - when.timestamp() for when in event.scheduled_run_times)
 
-    daemon.run_table_tier = timed_table_tier
+    daemon.run_tier = timed_table_tier
     daemon.scheduler.add_listener(submitted, EVENT_JOB_SUBMITTED)
     own_before, children_before = cpu_seconds(resource.RUSAGE_SELF), cpu_seconds(resource.RUSAGE_CHILDREN)
     daemon.start()

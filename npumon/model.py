@@ -16,22 +16,6 @@ HEALTH_STATES = ("OK", "Warning", "Alarm", "Critical", "UNKNOWN")
 SEVERITIES = ("info", "warning", "critical")
 STATUSES = ("ok", "warning", "critical", "unknown")
 
-# Fields of a chip that `-t` queries and the main table fill in. Parsers return dicts keyed by
-# these names so merging a query's result into a chip is a plain update.
-CHIP_VALUE_FIELDS = (
-    "name", "health", "bus_id", "device_id", "phy_id",
-    "temperature_celsius", "power_watts",
-    "aicore_ratio", "aivector_ratio", "aicpu_ratio", "ctrlcpu_ratio", "aicube_ratio",
-    "vectorcore_ratio", "npu_util_ratio",
-    "hbm_bandwidth_ratio", "ddr_bandwidth_ratio",
-    "memory_used_bytes", "memory_total_bytes", "hbm_used_bytes", "hbm_total_bytes",
-    "hugepages_used", "hugepages_total",
-    "ecc_single_bit_errors", "ecc_double_bit_errors", "ecc_isolated_pages", "ecc",
-    "error_codes", "error_information",
-    "firmware_version", "driver_version", "compatibility",
-)
-
-
 _CHIP_SUBJECT = re.compile(r"npu(\d+)/chip(\d+)")
 
 
@@ -98,6 +82,9 @@ class ChipSample:
     pcie: Optional["PcieLink"] = None
     numa_node: Optional[int] = None  # NUMA node of the chip's PCIe device (sysfs numa_node), if known
     probe: Optional["ProbeSample"] = None  # the latest liveness probe (npumon.sources.probe), while fresh
+    # A source's own values that have no field here, by name (its SourceSpec declares their facts and
+    # metrics); `check --json` shows them as keys of the chip.
+    extra: Dict[str, Any] = field(default_factory=dict)
 
     @property
     def key(self):
@@ -108,11 +95,16 @@ class ChipSample:
         return chip_subject(self.npu, self.chip)
 
     def update(self, values: Dict[str, Any]) -> None:
-        """Merge a parser's `{field: value}` dict; unknown fields are a programming error."""
+        """Merge a parser's `{field: value}` dict, before the sample is published; unknown fields are a
+        programming error."""
         for name, value in values.items():
             if name not in CHIP_VALUE_FIELDS:
                 raise KeyError("unknown chip field {!r}".format(name))
             setattr(self, name, value)
+
+
+# The fields a parser may fill in (everything but the chip's identity), so merging a result is a plain update.
+CHIP_VALUE_FIELDS = tuple(f.name for f in dataclasses.fields(ChipSample) if f.name not in ("npu", "chip"))
 
 
 @dataclass
@@ -193,6 +185,7 @@ class HostSample:
     device_files: List[DeviceFile] = field(default_factory=list)
     serving_queue_depth: Optional[float] = None
     ambient_temperature_celsius: Optional[float] = None  # hottest inlet/board sensor (control.ambient.sensor)
+    extra: Dict[str, Any] = field(default_factory=dict)  # a source's own values by name, as on ChipSample
 
 
 @dataclass
@@ -249,4 +242,5 @@ def chip_json(chip: ChipSample) -> Dict[str, Any]:
     """The `check --json` / `/status` form of a chip (contract keys first, then extras)."""
     data = dataclasses.asdict(chip)
     data["pcie"] = None if chip.pcie is None else dict(dataclasses.asdict(chip.pcie), degraded=chip.pcie.degraded)
+    data.update(data.pop("extra"))
     return data

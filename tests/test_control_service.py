@@ -3,6 +3,7 @@ dry runs; then the whole loop against the simulated 310B board (npu-smi driver, 
 and against a fake hwmon tree (hwmon driver, hwmon inlet sensor): the curve and the ambient rule acting,
 and the chips cooling as the duty rises. A 910B host reports fan control unavailable."""
 
+import dataclasses
 import json
 import shutil
 import subprocess
@@ -10,11 +11,12 @@ import time
 
 from prometheus_client import CollectorRegistry, generate_latest
 
-from npumon.sources.collection import Collector
+from npumon.sources.collection import SourceSet
 from npumon.sources.target import Target
 from npumon.config.load import parse_config
 from npumon.services.control import service as service_module
 from npumon.sources.ambient import AmbientSource, mcu_temperatures
+from npumon.sources.base import Parts
 from npumon.services.control.drivers import DriverResult, FanReading, HwmonFanDriver, NpuSmiFanDriver, Probe
 from npumon.services.control.policy import CURVE, SAFE
 from npumon.services.control.service import REPROBE_SECONDS, STATE_FILE, ControlService, control_services
@@ -290,15 +292,15 @@ def sim_loop(tmp_path, chip, board, time_scale=0.0, extra=""):
     config = parse_config("poll: {table_seconds: 1}\ncontrol:\n  enabled: true\n  watchdog: false\n"
                           "  ambient: {sensor: npu-smi}\n" + extra)
     target = Target(sim.npu_smi_argv, sim.env, sim.root, simulated=True)
-    collector = Collector(config, target)
+    collection = SourceSet(config, target)
     driver = NpuSmiFanDriver(CommandRunner(sim.npu_smi_argv, 10, 1, env=sim.env), sim.npu_smi_argv, sim.env, 10)
     events = Events()
     service = ControlService(config.control, driver, events)
 
     def poll_and_tick():
-        collector.poll("table")
-        collector.poll("ambient")
-        current = collector.snapshot()
+        collection.poll("npu-smi")
+        collection.poll("ambient")
+        current = collection.snapshot()
         service.on_evaluation(current, [], [])
         service.tick()
         return current
@@ -359,10 +361,10 @@ def test_the_910b_board_sensors_come_from_the_mcu_block_of_temp(tmp_path):
             return super().run(args, timeout_seconds, priority)
 
     source = AmbientSource(AmbientConfig(sensor="npu-smi"), sim.root, Recording(sim.npu_smi_argv, 10, 1, env=sim.env))
-    source.poll([ChipSample(npu=0, chip=0), ChipSample(npu=1, chip=0)])
-    current = Snapshot(time=time.time(), host=HostSample(), chips=[], sources={})
-    source.apply(current, time.time(), 60)
-    assert current.host.ambient_temperature_celsius == 48.0  # device 0's board in the overheat scenario
+    source.poll("ambient", [ChipSample(npu=0, chip=0), ChipSample(npu=1, chip=0)])
+    now = time.time()
+    host = source.contribute(Parts(time=now, host=HostSample()), now).host
+    assert host.ambient_temperature_celsius == 48.0  # device 0's board in the overheat scenario
     assert Recording.calls == [["info", "-t", "temp", "-i", "0"], ["info", "-t", "temp", "-i", "1"]]
     assert mcu_temperatures("\tNPU Temperature (C)            : 39\n\tChip ID                        : 0\n\n"
                             "\tLM75A_TE (C)                   : 36\n\tLM75B_TE (C)                   : NA\n"
@@ -398,10 +400,10 @@ def test_hwmon_fans_follow_the_curve_and_the_hwmon_inlet_sensor(tmp_path):
     service = ControlService(config.control, HwmonFanDriver(str(tmp_path), "pwmfan", [1]), Events(), clock=clock)
 
     def tick(chip):
-        source.poll([])
+        source.poll("ambient", [])
         current = snapshot(chip, clock.now)
-        source.apply(current, clock.now, 120)
-        current.sources["ambient"] = source.status(clock.now, 120)
+        host = source.contribute(Parts(time=clock.now, host=current.host), clock.now).host
+        current = dataclasses.replace(current, host=host, sources=dict(current.sources, **source.statuses(clock.now)))
         service.on_evaluation(current, [], [])
         service.tick()
         clock.now += 5

@@ -15,10 +15,11 @@ import pytest
 import requests
 
 import npumon.daemon.daemon as daemon_module
+import npumon.sources.npusmi.source as npusmi_source
 from daemon_harness import wait_until
 from npumon.sources.target import Target
 from npumon.config.load import parse_config
-from npumon.daemon.daemon import (Daemon, DaemonState, StartupError, collector_settings, judge_health, progress_deadline,
+from npumon.daemon.daemon import (Daemon, DaemonState, StartupError, collection_settings, judge_health, progress_deadline,
                            status_line)
 from npumon.model import ChipSample, Finding, HostSample, Snapshot, SourceStatus
 from npumon.daemon.sdnotify import JournalFormatter, Notifier, stderr_is_journal
@@ -92,19 +93,19 @@ def test_status_line():
     chip = ChipSample(npu=0, chip=0)
     ok = Snapshot(time=0.0, host=HostSample(), chips=[chip, chip], sources={"npu-smi": SourceStatus(ok=True)})
     finding = Finding(rule="r", severity="warning", subject="npu0/chip0", summary="s", hint="h", since=0.0)
-    assert status_line(ok, [finding]) == "2 chips, status warning, 1 active finding"
+    assert status_line(ok, [finding], "npu-smi") == "2 chips, status warning, 1 active finding"
     failing = Snapshot(time=0.0, host=HostSample(), chips=[],
                        sources={"npu-smi": SourceStatus(ok=False, error="timed out after 10.0s")})
-    assert status_line(failing, []) == "npu-smi failing: timed out after 10.0s"
+    assert status_line(failing, [], "npu-smi") == "npu-smi failing: timed out after 10.0s"
 
 
-def test_collector_settings_ignore_what_only_rules_log_and_http_read():
+def test_collection_settings_ignore_what_only_rules_log_and_http_read():
     base = parse_config("poll: {table_seconds: 15}\n")
     same = parse_config("poll: {table_seconds: 15}\nlog_level: debug\nthresholds: {temperature_critical_celsius: 90}\n"
                         "exporter: {listen: '127.0.0.1:1'}\n")
     other = parse_config("poll: {table_seconds: 10}\n")
-    assert collector_settings(base) == collector_settings(same)
-    assert collector_settings(base) != collector_settings(other)
+    assert collection_settings(base) == collection_settings(same)
+    assert collection_settings(base) != collection_settings(other)
 
 
 # -- the daemon in-process ---------------------------------------------------------------------------------
@@ -128,14 +129,14 @@ def test_watchdog_pings_only_while_the_poll_loop_makes_progress(tmp_path, sim, m
     daemon = Daemon(load(fast_config(tmp_path, timeout=0.5)), sim(), listen="127.0.0.1:0")
     unblocked = threading.Event()
     unblocked.set()
-    poll = daemon.collector.poll
+    poll = daemon.collection.poll
 
     def table_may_hang(tier):
-        if tier == "table":
+        if tier == "npu-smi":
             unblocked.wait()  # a hang no deadline catches: the case the watchdog exists for
-        poll(tier)
+        return poll(tier)
 
-    monkeypatch.setattr(daemon.collector, "poll", table_may_hang)
+    monkeypatch.setattr(daemon.collection, "poll", table_may_hang)
 
     def received(seconds):
         messages, deadline = [], time.monotonic() + seconds
@@ -174,18 +175,18 @@ def test_reload_keeps_rule_state_and_the_collector_when_only_thresholds_change(t
         return [f for f in daemon.state().findings if f.rule == "temperature-critical" and f.subject == "npu0/chip0"]
 
     before = wait_until(critical, what="the overheating chip's finding")[0]
-    engine, collector = daemon.engine, daemon.collector
+    engine, collector = daemon.engine, daemon.collection
 
     fast_config(tmp_path, "thresholds: {temperature_warning_celsius: 70}\n")
     assert daemon.reload(lambda: load(path))
-    assert daemon.engine is engine and daemon.collector is collector
+    assert daemon.engine is engine and daemon.collection is collector
     polls = daemon.state().polls
     wait_until(lambda: daemon.state().polls > polls + 2, what="polls after the reload")
     assert critical()[0].since == before.since  # the same occurrence, not a new one
 
     path.write_text(path.read_text().replace("table_seconds: 0.2", "table_seconds: 0.25"))
     assert daemon.reload(lambda: load(path))
-    assert daemon.collector is not collector and daemon.config.poll.table_seconds == 0.25
+    assert daemon.collection is not collector and daemon.config.poll.table_seconds == 0.25
     assert critical()[0].since == before.since
     # the new collector polls every tier at once, so no value stays missing for long
     wait_until(lambda: (lambda chips: chips and chips[0].power_watts is not None and chips[0].aicore_ratio
@@ -200,7 +201,7 @@ def test_reload_keeps_rule_state_and_the_collector_when_only_thresholds_change(t
 
 
 def test_a_slow_tier_that_failed_tries_again_soon_rather_than_after_its_interval(tmp_path, monkeypatch, running):
-    monkeypatch.setattr(daemon_module, "RETRY_FAILED_TIER_SECONDS", 0.5)
+    monkeypatch.setattr(npusmi_source, "RETRY_FAILED_TIER_SECONDS", 0.5)
     sim_state = str(tmp_path / "sim")
     simulation = prepare_simulation(sim_state, "healthy")
     target = Target(simulation.npu_smi_argv, simulation.env, simulation.root, simulated=True)
@@ -212,13 +213,13 @@ def test_a_slow_tier_that_failed_tries_again_soon_rather_than_after_its_interval
         snapshot = daemon.state().snapshot
         return snapshot.sources.get("npu-smi:board") if snapshot else None
 
-    wait_until(lambda: daemon.collector.npusmi.table_read(), what="the first table")
+    wait_until(lambda: daemon.collection.sources[0].table_read(), what="the first table")
     set_scenario(sim_state, "hang")  # the board tier's calls now time out
-    daemon.scheduler.modify_job("board", next_run_time=datetime.datetime.now(datetime.timezone.utc))
+    daemon.scheduler.modify_job("npu-smi:board", next_run_time=datetime.datetime.now(datetime.timezone.utc))
     wait_until(lambda: board() and not board().ok, timeout=60, what="the board poll failing")
     set_scenario(sim_state, "healthy")
     wait_until(lambda: board() and board().ok, timeout=60, what="board polled again long before 3600 s")
-    assert daemon.scheduler.get_job("board").next_run_time.timestamp() > time.time() + 3000  # back to hourly
+    assert daemon.scheduler.get_job("npu-smi:board").next_run_time.timestamp() > time.time() + 3000  # back to hourly
 
 
 def test_a_query_tier_that_ran_before_the_first_table_runs_again_within_a_second(tmp_path, running):
@@ -238,10 +239,10 @@ def test_a_query_tier_that_ran_before_the_first_table_runs_again_within_a_second
     wait_until(lambda: usages() and "main table" in (usages().error or ""), timeout=30,
                what="usages skipped without a table")
     set_scenario(sim_state, "healthy")
-    wait_until(lambda: daemon.collector.npusmi.table_read(), timeout=30, what="the first table")
+    wait_until(lambda: daemon.collection.sources[0].table_read(), timeout=30, what="the first table")
     wait_until(lambda: usages() and usages().ok, timeout=15, what="usages polled long before its 30 s interval")
     assert daemon.state().snapshot.chips[0].aivector_ratio is not None
-    assert daemon.scheduler.get_job("usages").next_run_time.timestamp() > time.time() + 20  # back to its interval
+    assert daemon.scheduler.get_job("npu-smi:usages").next_run_time.timestamp() > time.time() + 20  # back to its interval
 
 
 def test_stop_is_bounded_even_when_a_service_will_not_close(tmp_path, sim, monkeypatch):

@@ -5,7 +5,7 @@ import sys
 import threading
 import time
 
-from npumon.sources.collection import Collector
+from npumon.sources.collection import SourceSet
 from npumon.sources.target import Target
 from npumon.config.load import parse_config
 from npumon.sim import prepare_simulation
@@ -28,22 +28,22 @@ def test_a_hanging_query_tier_ends_within_its_budget_and_never_starves_the_table
     wrapper = tmp_path / "npu-smi.py"
     wrapper.write_text(QUERIES_HANG)
     config = parse_config("npu_smi_timeout_seconds: 3\nnpu_smi_max_concurrent: 2\npoll: {usages_seconds: 2}\n")
-    collector = Collector(config, Target([sys.executable, str(wrapper)], simulation.env, simulation.root,
+    collector = SourceSet(config, Target([sys.executable, str(wrapper)], simulation.env, simulation.root,
                                          simulated=True))
     try:
-        collector.poll("table")
+        collector.poll("npu-smi")
         timings = {}
 
         def poll_usages():
             started = time.monotonic()
-            collector.poll("usages")
+            collector.poll("npu-smi:usages")
             timings["usages"] = time.monotonic() - started
 
         query = threading.Thread(target=poll_usages)
         query.start()
         time.sleep(0.5)  # the query calls now hold both query slots
         started = time.monotonic()
-        collector.poll("table")
+        collector.poll("npu-smi")
         table_seconds = time.monotonic() - started
         query.join(15)
 
@@ -79,14 +79,14 @@ def test_cards_left_out_when_the_budget_runs_out_come_first_next_time(tmp_path):
     wrapper.write_text(LOGGING_TWO_CARDS_HANG.format(log=str(calls)))
     # budget = max(usages_seconds, timeout) = 1.5 s: cards 0 and 1 (two slots) use all of it
     config = parse_config("npu_smi_timeout_seconds: 1.5\nnpu_smi_max_concurrent: 2\npoll: {usages_seconds: 1}\n")
-    collector = Collector(config, Target([sys.executable, str(wrapper)], simulation.env, simulation.root,
+    collector = SourceSet(config, Target([sys.executable, str(wrapper)], simulation.env, simulation.root,
                                          simulated=True))
     try:
-        collector.poll("table")
-        collector.poll("usages")
+        collector.poll("npu-smi")
+        collector.poll("npu-smi:usages")
         assert sorted(calls.read_text().split()) == ["0", "1"]
         calls.write_text("")
-        collector.poll("usages")
+        collector.poll("npu-smi:usages")
         # the next poll begins with the cards the last one left out, not with the hanging ones again
         assert sorted(calls.read_text().split()[:2]) == ["2", "3"]
     finally:

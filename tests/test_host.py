@@ -19,14 +19,9 @@ import pytest
 from npumon.model import DeviceFile, HostSample
 from npumon.sim.hostroot import HostRootSpec, SimLink, advance_cpu, write_host_root
 from npumon.sim.scenario import load_scenario
-from npumon.sources.host import (
-    HostCollector,
-    HostParseError,
-    check_versions,
-    parse_cpulist,
-    parse_version,
-    version_in_ranges,
-)
+from npumon.rules.compat import check_versions, parse_version, version_in_ranges
+from npumon.sources.host.parse import HostParseError, parse_cpulist
+from npumon.sources.host.source import HostCollector
 
 FIXTURES = Path(__file__).parent / "fixtures"
 GIB = 2**30

@@ -8,12 +8,13 @@ import time
 
 from npumon.sources.target import Target
 from npumon.config.schema import Config
-from npumon.model import ChipSample, HostSample, Snapshot
+from npumon.model import ChipSample, HostSample
 from npumon.sources.probe.config import ProbeConfig
-from npumon.sources.probe.source import ProbeSource, build_probe_sources
+from npumon.sources.base import Parts, SourceContext
+from npumon.sources.probe.source import ProbeSource, build
 from npumon.rules.engine import RuleEngine
 from npumon.rules.loader import load_rules
-from npumon.sources.runner import CommandResult
+from npumon.sources.runner import CommandResult, CommandRunner
 
 T0 = 1_700_000_000.0
 MAPPING = """\
@@ -90,22 +91,26 @@ def chips(count=2, aicore=0.5, with_ids=False):
 
 
 def probes(source, chip_list, now):
-    snapshot = Snapshot(time=now, host=HostSample(), chips=chip_list, sources={})
-    source.apply(snapshot, now, 120.0)
-    return [chip.probe for chip in snapshot.chips]
+    return [chip.probe for chip in applied(source, chip_list, now).chips]
+
+
+def applied(source, chip_list, now):
+    """A Snapshot of `chip_list` at `now` with the probe source's part in."""
+    parts = source.contribute(Parts(time=now, host=HostSample(), chips=tuple(chip_list)), now)
+    return parts.snapshot({})
 
 
 def test_every_chip_at_the_first_poll_then_each_after_its_interval_plus_jitter():
     child = FakeChild()
     source, clock = make_source(child, interval_seconds=300, jitter_seconds=30)
-    assert source.interval() == 15.0  # the tier wakes up often and starts what is due
-    source.poll(chips(2))
+    assert source.tiers()[0].interval == 15.0  # the tier wakes up often and starts what is due
+    source.probe_due(chips(2))
     assert sorted(child.calls) == [0, 1]
     clock.now += 299
-    source.poll(chips(2))
+    source.probe_due(chips(2))
     assert len(child.calls) == 2
     clock.now += 32
-    source.poll(chips(2))
+    source.probe_due(chips(2))
     assert sorted(child.calls) == [0, 0, 1, 1]
 
 
@@ -124,10 +129,10 @@ def test_a_chip_is_due_again_at_the_wake_up_one_interval_later():
     source = ProbeSource(Config(probe=ProbeConfig(interval_seconds=5, jitter_seconds=0)),
                          Target(["npu-smi"], None, "/"), clock=clock, rng=random.Random(7), run_child=child,
                          run_npu_smi=FakeNpuSmi())
-    assert source.interval() == 5
+    assert source.tiers()[0].interval == 5
     for wake_up in range(4):  # the tier wakes every 5 s; the probe itself starts a little after each wake-up
         clock.now = T0 + 5 * wake_up
-        source.poll(chips(1, with_ids=True))
+        source.probe_due(chips(1, with_ids=True))
     assert len(child.calls) == 4
 
 
@@ -140,7 +145,7 @@ def test_a_probe_killed_because_npumon_stops_is_not_recorded_as_a_failure(caplog
 
     source, _ = make_source(child_killed_by_the_stop)
     with caplog.at_level("INFO"):
-        source.poll(chips(1, with_ids=True))
+        source.probe_due(chips(1, with_ids=True))
     assert probes(source, chips(1), T0)[0] is None
     assert "failed" not in caplog.text
 
@@ -149,12 +154,12 @@ def test_jitter_spreads_the_chips_apart():
     child = FakeChild()
     source, clock = make_source(child, interval_seconds=60, jitter_seconds=30)
     fleet = chips(8, with_ids=True)
-    source.poll(fleet)
+    source.probe_due(fleet)
     first_due = []
     for second in range(1, 91):
         clock.now = T0 + second
         before = len(child.calls)
-        source.poll(fleet)
+        source.probe_due(fleet)
         first_due += [second] * (len(child.calls) - before)
     assert len(first_due) == 8 and all(60 <= second <= 90 for second in first_due)
     assert len(set(first_due)) > 3  # not all at once
@@ -164,12 +169,12 @@ def test_a_busy_chip_is_skipped_and_probed_once_it_is_quieter():
     child = FakeChild()
     source, clock = make_source(child, skip_busy_above_ratio=0.8)
     busy = chips(1, aicore=0.95)
-    source.poll(busy)
+    source.probe_due(busy)
     assert child.calls == []
     (probe,) = probes(source, busy, clock.now)
     assert probe.state == "skipped" and probe.detail == "busy: AI Core 95% is above probe.skip_busy_above_ratio 80%"
     clock.now += 15
-    source.poll(chips(1, aicore=0.3))
+    source.probe_due(chips(1, aicore=0.3))
     assert child.calls == [0]
     assert probes(source, busy, clock.now)[0].state == "ok"
 
@@ -177,21 +182,21 @@ def test_a_busy_chip_is_skipped_and_probed_once_it_is_quieter():
 def test_busy_chips_are_probed_when_told_so():
     child = FakeChild()
     source, _ = make_source(child, skip_busy_above_ratio=None)
-    source.poll(chips(1, aicore=1.0))
+    source.probe_due(chips(1, aicore=1.0))
     assert child.calls == [0]
 
 
 def test_logical_ids_come_from_the_table_or_else_once_from_npu_smi_info_m():
     child, npu_smi = FakeChild(), FakeNpuSmi(MAPPING.replace("1                Ascend", "5                Ascend"))
     source, clock = make_source(child, npu_smi)
-    source.poll(chips(2))
+    source.probe_due(chips(2))
     assert sorted(child.calls) == [0, 5] and npu_smi.calls == 1
     clock.now += 400
-    source.poll(chips(2))
+    source.probe_due(chips(2))
     assert npu_smi.calls == 1  # read once, kept
     table_ids = [ChipSample(npu=0, chip=0, device_id=3)]
     clock.now += 400
-    source.poll(table_ids)
+    source.probe_due(table_ids)
     assert child.calls[-1] == 3 and npu_smi.calls == 1
     assert [p.device_id for p in probes(source, table_ids, clock.now)] == [3]
 
@@ -199,9 +204,9 @@ def test_logical_ids_come_from_the_table_or_else_once_from_npu_smi_info_m():
 def test_without_a_logical_id_the_chip_is_skipped_and_the_source_says_why():
     child, npu_smi = FakeChild(), FakeNpuSmi(fail=True)
     source, clock = make_source(child, npu_smi)
-    source.poll(chips(2))
+    source.probe_due(chips(2))
     assert child.calls == [] and npu_smi.calls == 1  # one read per round, not one per chip
-    status = source.status(clock.now, 120.0)
+    status = source.status(clock.now)
     assert not status.ok and "logical device id unknown: npu-smi info -m timed out" in status.error
     assert probes(source, chips(2), clock.now)[0].state == "skipped"
 
@@ -212,16 +217,15 @@ def test_first_run_then_warm_runs_build_the_baseline_and_the_slow_rule_fires():
     chip = chips(1)
     seen = []
     for _ in range(5):
-        source.poll(chip)
+        source.probe_due(chip)
         seen.append(probes(source, chip, clock.now)[0])
         clock.now += 60
     assert [p.first_run for p in seen] == [True, False, False, False, False]
     assert [p.baseline_seconds for p in seen] == [None, None, None, None, 0.2]  # after three warm runs
     child.seconds = 1.5
-    source.poll(chip)
+    source.probe_due(chip)
     slow = chips(1)
-    snapshot = Snapshot(time=clock.now, host=HostSample(), chips=slow, sources={})
-    source.apply(snapshot, clock.now, 120.0)
+    snapshot = applied(source, slow, clock.now)
     rules, params = load_rules()
     findings = RuleEngine(rules, params).evaluate(snapshot, snapshot.time)
     assert [f.rule for f in findings] == ["probe-slow"]
@@ -235,17 +239,16 @@ def test_a_failed_probe_is_critical_and_clears_when_the_next_passes():
     engine = RuleEngine(rules, params)
 
     def judge():
-        snapshot = Snapshot(time=clock.now, host=HostSample(), chips=chips(1), sources={})
-        source.apply(snapshot, clock.now, 120.0)
+        snapshot = applied(source, chips(1), clock.now)
         return engine.evaluate(snapshot, snapshot.time)
 
-    source.poll(chips(1))
+    source.probe_due(chips(1))
     (finding,) = judge()
     assert (finding.rule, finding.severity, finding.subject) == ("probe-failed", "critical", "npu0/chip0")
     assert "507053 (ACL_ERROR_RT_DEVICE_MEM_ERROR" in finding.summary
     child.states = {}
     clock.now += 60
-    source.poll(chips(1))
+    source.probe_due(chips(1))
     assert judge() == []
 
 
@@ -253,14 +256,14 @@ def test_unavailable_runtime_stops_the_round_and_is_not_a_failure():
     child = FakeChild({0: "unavailable", 1: "unavailable", 2: "unavailable"})
     source, clock = make_source(child, max_concurrent=1)
     fleet = chips(3, with_ids=True)
-    source.poll(fleet)
+    source.probe_due(fleet)
     assert child.calls == [0]  # the runtime is missing for every chip alike
     assert [p.state for p in probes(source, fleet, clock.now)] == ["unavailable"] * 3
-    status = source.status(clock.now, 120.0)
+    status = source.status(clock.now)
     assert (status.ok, status.unsupported, status.error) == (False, True, "unavailable: No module named 'acl'")
     clock.now += 15
-    source.poll(fleet)  # nothing due: the status stays what the last round found
-    assert source.status(clock.now, 120.0).unsupported
+    source.probe_due(fleet)  # nothing due: the status stays what the last round found
+    assert source.status(clock.now).unsupported
 
 
 def test_a_probe_that_cannot_start_is_a_source_problem_not_a_chip_failure():
@@ -269,8 +272,8 @@ def test_a_probe_that_cannot_start_is_a_source_problem_not_a_chip_failure():
 
     source, clock = make_source(broken)
     fleet = chips(1, with_ids=True)
-    source.poll(fleet)
-    status = source.status(clock.now, 120.0)
+    source.probe_due(fleet)
+    status = source.status(clock.now)
     assert not status.ok and status.error == "npu0/chip0: the probe did not run: cannot run /opt/py37/bin/python"
     assert probes(source, fleet, clock.now)[0].state == "skipped"
 
@@ -280,7 +283,7 @@ def test_concurrency_is_bounded_and_the_round_deadline_holds():
     source, _ = make_source(child, max_concurrent=2, timeout_seconds=0.5, round_timeout_seconds=1.0)
     fleet = chips(6, with_ids=True)
     started = time.monotonic()
-    source.poll(fleet)
+    source.probe_due(fleet)
     assert time.monotonic() - started < 1.5
     assert child.most_running == 2
     assert len(child.calls) == 4  # two waves of two; a third would end after the round's deadline
@@ -291,19 +294,20 @@ def test_concurrency_is_bounded_and_the_round_deadline_holds():
 def test_results_go_stale_after_two_intervals():
     source, clock = make_source(FakeChild(), interval_seconds=60, jitter_seconds=0, round_timeout_seconds=60)
     fleet = chips(1, with_ids=True)
-    source.poll(fleet)
+    source.probe_due(fleet)
     assert source.fresh_seconds == 180
     assert probes(source, chips(1, with_ids=True), clock.now + 180)[0].state == "ok"
     assert probes(source, chips(1, with_ids=True), clock.now + 181) == [None]
-    status = source.status(clock.now + 181, 120.0)
+    status = source.status(clock.now + 181)
     assert not status.ok and status.error.startswith("stale")
 
 
-def test_build_probe_sources_follows_enabled():
+def test_the_probe_is_built_when_enabled_with_the_one_npu_smi_runner():
     target = Target(["npu-smi"], None, "/")
-    assert build_probe_sources(Config(probe=ProbeConfig(enabled=False)), target) == []
-    (source,) = build_probe_sources(Config(), target)
-    assert source.name == "probe" and source.settings.kind == "acl"
+    runner = CommandRunner(["npu-smi"], 1.0)
+    assert build(SourceContext(Config(probe=ProbeConfig(enabled=False)), target, runner)) is None
+    source = build(SourceContext(Config(), target, runner))
+    assert source.name == "probe" and source.settings.kind == "acl" and source._npu_smi_runner is runner
 
 
 def test_simulated_targets_use_the_simulated_runtime_and_no_model():
@@ -317,10 +321,10 @@ def test_simulated_targets_use_the_simulated_runtime_and_no_model():
 def test_an_npu_smi_without_info_m_makes_the_probe_unavailable_not_down():
     child, npu_smi = FakeChild(), FakeNpuSmi("Command or option is not found.\n")
     source, clock = make_source(child, npu_smi)
-    source.poll(chips(2))
+    source.probe_due(chips(2))
     assert child.calls == [] and npu_smi.calls == 1
     assert [p.state for p in probes(source, chips(2), clock.now)] == ["unavailable", "unavailable"]
-    status = source.status(clock.now, 120.0)
+    status = source.status(clock.now)
     assert (status.ok, status.unsupported) == (False, True)
     assert status.error == ("unavailable: logical device id unknown: this npu-smi has no info -m "
                             "(Command or option is not found.)")

@@ -16,7 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from daemon_harness import free_port
-from npumon.sources.collection import build_extra_sources
+from npumon.sources.base import Parts, SourceContext
+from npumon.sources.runner import CommandRunner
 from npumon.sources.target import Target
 from npumon.config.errors import ConfigError
 from npumon.config.load import parse_config
@@ -25,7 +26,7 @@ from npumon.model import HostSample, Snapshot
 from npumon.sim import prepare_simulation, serving_queue_depth
 from npumon.sim.queue_server import QueueServer, render_metrics
 from npumon.sources.serving import (PRESETS, ServingConfig, ServingError, ServingQueueSource,
-                                    build_serving_sources, display_url, queue_depth_from_text)
+                                    build, display_url, queue_depth_from_text)
 
 # Expositions written in each server's format (metric and label names as the servers document them).
 VLLM_TEXT = """\
@@ -122,22 +123,23 @@ def http_server(route):
 
 
 def serving_sources(config, target):
-    """The serving sources the collector would build (other engineers' sources are closed right away)."""
-    sources = build_extra_sources(config, target)
-    for other in [source for source in sources if source.name != "serving-queue"]:
-        other.close()
-    return [source for source in sources if source.name == "serving-queue"]
+    """The serving source as the source list would build it for this config and target ([] when off)."""
+    source = build(SourceContext(config, target, CommandRunner(target.npu_smi_argv, 1.0)))
+    return [] if source is None else [source]
+
+
+def depth_in(source, now):
+    """The queue depth the source puts into a Snapshot made at `now`."""
+    return source.contribute(Parts(time=now, host=HostSample()), now).host.serving_queue_depth
 
 
 def poll_once(url, **settings):
     """Poll a source for `url` once; returns (status, depth written into a snapshot)."""
-    source = ServingQueueSource(ServingConfig(enabled=True, url=url, **settings))
+    source = ServingQueueSource(ServingConfig(enabled=True, url=url, **settings), max_age=60)
     try:
-        source.poll([])
+        source.poll("serving-queue", [])
         now = time.time()
-        snapshot = Snapshot(time=now, host=HostSample(), chips=[], sources={})
-        source.apply(snapshot, now, max_age=60)
-        return source.status(now, max_age=60), snapshot.host.serving_queue_depth
+        return source.reading.status(now), depth_in(source, now)
     finally:
         source.close()
 
@@ -333,30 +335,26 @@ def test_failed_poll_keeps_the_last_value_while_fresh_then_drops_it():
     clock = [1000.0]
     with http_server(answer(200, MINDIE_TEXT)) as server:
         source = ServingQueueSource(ServingConfig(enabled=True, preset="mindie", url=server.url),
-                                    clock=lambda: clock[0])
-        assert source.status(clock[0], 60).error == "not polled yet"
-        source.poll([])
+                                    clock=lambda: clock[0], max_age=60)
+        assert source.reading.status(clock[0]).error == "not polled yet"
+        source.poll("serving-queue", [])
         server.route = answer(503, "busy\n")
         clock[0] = 1030.0
-        source.poll([])
-    snapshot = Snapshot(time=clock[0], host=HostSample(), chips=[], sources={})
-    source.apply(snapshot, 1030.0, max_age=60)
-    status = source.status(1030.0, max_age=60)
-    assert snapshot.host.serving_queue_depth == 27.0  # the 30 s old value is still fresh
+        source.poll("serving-queue", [])
+    status = source.reading.status(1030.0)
+    assert depth_in(source, 1030.0) == 27.0  # the 30 s old value is still fresh
     assert not status.ok and status.last_success == 1000.0 and "HTTP 503" in status.error
-    later = Snapshot(time=1061.0, host=HostSample(), chips=[], sources={})
-    source.apply(later, 1061.0, max_age=60)
-    assert later.host.serving_queue_depth is None
+    assert depth_in(source, 1061.0) is None
     source.close()
 
 
 def test_a_successful_source_goes_stale_when_it_stops_polling():
     with http_server(answer(200, VLLM_TEXT)) as server:
-        source = ServingQueueSource(ServingConfig(enabled=True, url=server.url), clock=lambda: 1000.0)
-        source.poll([])
+        source = ServingQueueSource(ServingConfig(enabled=True, url=server.url), clock=lambda: 1000.0, max_age=60)
+        source.poll("serving-queue", [])
     source.close()
-    assert source.status(1050.0, max_age=60).ok
-    stale = source.status(1100.0, max_age=60)
+    assert source.reading.status(1050.0).ok
+    stale = source.reading.status(1100.0)
     assert not stale.ok and stale.error == "stale: last success 100s ago (max age 60s)"
 
 
@@ -393,7 +391,7 @@ def test_off_by_default_and_a_full_section_parses(tmp_path):
                                            labels={"model": "resnet50"}, interval_seconds=5.0, timeout_seconds=2.0,
                                            max_body_bytes=1000000, ca_file=str(ca))
     (source,) = serving_sources(config, Target(["npu-smi"], None, "/"))
-    assert source.interval() == 5.0 and source.metric == PRESETS["triton"].metric
+    assert source.tiers()[0].interval == 5.0 and source.metric == PRESETS["triton"].metric
     source.close()
 
 
@@ -435,11 +433,11 @@ def test_simulated_endpoint_serves_the_scenario_depth_in_vllm_format(tmp_path):
         assert queue.url.startswith("http://127.0.0.1:")
         # on although the config leaves it off
         (source,) = serving_sources(Config(), Target(["npu-smi"], None, "/", simulated=True, serving_url=queue.url))
-        source.poll([])
-        snapshot = Snapshot(time=time.time(), host=HostSample(), chips=[], sources={})
-        source.apply(snapshot, snapshot.time, 60)
+        source.poll("serving-queue", [])
+        now = time.time()
+        depth = depth_in(source, now)
         source.close()
-    assert expected >= 100 and snapshot.host.serving_queue_depth == expected
+    assert expected >= 100 and depth == expected
     assert render_metrics(3.4) == ("# HELP vllm:num_requests_waiting Number of requests waiting to be processed.\n"
                                    "# TYPE vllm:num_requests_waiting gauge\n"
                                    'vllm:num_requests_waiting{model_name="sim-model"} 3.0\n')
@@ -458,8 +456,9 @@ def test_simulated_endpoint_answers_404_elsewhere_and_500_without_state(tmp_path
 def test_simulated_config_keeps_timing_but_not_the_real_endpoint():
     config = ServingConfig(enabled=False, preset="triton", labels={"model": "x"}, timeout_seconds=2.0,
                            interval_seconds=7.0, url="http://10.1.1.1/metrics")
-    (source,) = build_serving_sources(config, simulated_url="http://127.0.0.1:1/metrics")
-    assert (source.url, source.metric, source.interval()) == ("http://127.0.0.1:1/metrics",
+    (source,) = serving_sources(Config(serving=config),
+                                Target(["npu-smi"], None, "/", simulated=True, serving_url="http://127.0.0.1:1/metrics"))
+    assert (source.url, source.metric, source.tiers()[0].interval) == ("http://127.0.0.1:1/metrics",
                                                               "vllm:num_requests_waiting", 7.0)
     assert source.config.labels == {} and source.config.timeout_seconds == 2.0
     source.close()
@@ -519,7 +518,7 @@ def test_a_source_polled_less_often_than_max_age_is_not_stale_between_polls():
     with http_server(answer(200, VLLM_TEXT)) as server:
         source = ServingQueueSource(ServingConfig(enabled=True, url=server.url, interval_seconds=300),
                                     clock=lambda: 1000.0)
-        source.poll([])
+        source.poll("serving-queue", [])
     source.close()
-    assert source.status(1000.0 + 299, max_age=120).ok  # waiting for the next poll, not stale
-    assert source.status(1000.0 + 601, max_age=120).error == "stale: last success 601s ago (max age 600s)"
+    assert source.reading.status(1000.0 + 299).ok  # waiting for the next poll, not stale
+    assert source.reading.status(1000.0 + 601).error == "stale: last success 601s ago (max age 600s)"

@@ -16,7 +16,7 @@ import tempfile
 from typing import Iterator, List, Optional, Sequence
 
 from .. import __version__
-from ..sources.collection import Collector
+from ..sources.collection import SourceSet
 from ..sources.target import NpuSmiMissing, Target, find_npu_smi
 from ..config.errors import ConfigError
 from ..config.load import load_config
@@ -174,7 +174,11 @@ def cmd_check(args: argparse.Namespace) -> int:
         setup_logging(args.log_level or ("warning" if config.log_level == "info" else config.log_level))
         engine, params = load_rule_engine(config, one_shot=True)
         with open_target(args, config) as target:
-            snapshot = Collector(config, target, skip=("probe",) if args.no_probe else ()).collect_once()
+            collection = SourceSet(config, target, skip=("probe",) if args.no_probe else ())
+            try:
+                snapshot = collection.collect_once()
+            finally:
+                collection.close()
     except (ConfigError, UserError, NpuSmiMissing) as exc:
         return _check_unknown(args, str(exc))
     findings = engine.evaluate(snapshot, now=snapshot.time)

@@ -11,13 +11,8 @@ from typing import Any, Dict, List, Optional, Tuple, Union
 
 import yaml
 
-from ..services.control.settings import control_config_problems
-from ..services.events.store import events_config_problems
-from ..services.notify.config import notify_config_problems
-from ..sources.probe.config import probe_config_problems
-from ..sources.serving import serving_config_problems
 from .errors import ConfigError, line_of
-from .schema import LOG_LEVELS, Config, PollConfig
+from .schema import LOG_LEVELS, SECTIONS, Config, PollConfig
 
 def load_config(path: Optional[str]) -> Config:
     """Read and validate a config file; None gives the defaults."""
@@ -185,11 +180,8 @@ def _validate(config: Config, node: yaml.Node, path: str) -> None:
     for name in config.thresholds:
         if name not in known_params:
             problems.append(("thresholds." + name, "unknown threshold (known: {})".format(", ".join(sorted(known_params)))))
-    problems.extend(serving_config_problems(config.serving))
-    problems.extend(events_config_problems(config.events))
-    problems.extend(control_config_problems(config.control, config.poll.table_seconds))
-    problems.extend(probe_config_problems(config.probe))
-    problems.extend(notify_config_problems(config.notify))
+    for section in SECTIONS:  # (dotted key, problem), keys in full: "serving.url", "notify.receivers[2].url"
+        problems.extend(section.problems(getattr(config, section.key), config))
     if problems:
         key, problem = problems[0]
         raise ConfigError("{}:{}: {}: {}".format(path, line_of(node, key_path(key)), key, problem))

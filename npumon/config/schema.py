@@ -1,16 +1,16 @@
 """The configuration's schema: frozen dataclasses whose field names are the YAML keys.
 
-Their type hints drive the conversion in load.py, so adding a setting is adding one field.
+Their type hints drive the conversion in load.py, so adding a setting is adding one field. `Config` is the
+core settings below plus one section per source or service that declares one (sources/registry.py,
+services/sections.py): a new source's settings appear in the config without an edit here.
 """
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
-from ..services.control.settings import ControlConfig
-from ..services.events.store import EventsConfig
-from ..services.notify.config import NotifyConfig
-from ..sources.probe.config import ProbeConfig
-from ..sources.serving import ServingConfig
+from ..services.sections import SECTIONS as SERVICE_SECTIONS
+from ..sources.registry import SOURCES
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
 
@@ -38,7 +38,7 @@ class ExporterConfig:
 
 
 @dataclass(frozen=True)
-class Config:
+class CoreConfig:
     npu_smi: str = "npu-smi"
     npu_smi_timeout_seconds: float = 10.0
     npu_smi_max_concurrent: int = 2
@@ -51,9 +51,13 @@ class Config:
     thresholds: Dict[str, float] = field(default_factory=dict)  # rule parameters, see `npumon rules --params`
     rule_files: List[str] = field(default_factory=list)
     exporter: ExporterConfig = field(default_factory=ExporterConfig)
-    serving: ServingConfig = field(default_factory=ServingConfig)  # the inference server's queue depth
-    events: EventsConfig = field(default_factory=EventsConfig)  # the event history in state_dir
-    notify: NotifyConfig = field(default_factory=NotifyConfig)  # alert delivery, see npumon/notify/config.py
-    control: ControlConfig = field(default_factory=ControlConfig)  # fans and power, see npumon/control/settings.py
-    probe: ProbeConfig = field(default_factory=ProbeConfig)  # the liveness probe, see npumon/probe/config.py
     source: str = "<defaults>"  # where this config came from, for messages
+
+
+# Every section: (YAML key, dataclass, problems). serving, probe: sources; events, notify, control: services.
+SECTIONS = tuple(spec.section for spec in SOURCES if spec.section is not None) + SERVICE_SECTIONS
+
+Config = dataclasses.make_dataclass(
+    "Config", [(section.key, section.schema, field(default_factory=section.schema)) for section in SECTIONS],
+    bases=(CoreConfig,), frozen=True, namespace={"__doc__": "The whole config: CoreConfig plus every section."})
+Config.__module__ = __name__

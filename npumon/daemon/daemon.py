@@ -1,19 +1,17 @@
 """`npumon run`: the scheduler, the in-memory state that every reader shares, signals and systemd.
 
-Polling: one APScheduler job per tier. A job never overlaps itself (max_instances=1), a late run is
-coalesced into one, and nothing in a job can block for long: every npu-smi call has a deadline (the runner
-kills its process group), a query tier as a whole has a budget (one call per card must not add up to
-minutes), and the main table has an npu-smi slot of its own. A slow query tier that failed tries again
-after RETRY_FAILED_TIER_SECONDS rather than a whole interval later. The table job also evaluates the rules,
-so findings follow the freshest numbers; it and the watchdog ping run on threads of their own, so slow
-services can never delay them.
+Polling: one APScheduler job per tier of every listed source (sources/registry.py). A job never overlaps
+itself (max_instances=1), a late run is coalesced into one, and nothing in a job can block for long: every
+source polls under a deadline. A tier may ask to run again early (a retry); its source says when. The primary
+tier's job (npu-smi's main table) also evaluates the rules, so findings follow the freshest numbers; it and
+the watchdog ping run on threads of their own, so slow services can never delay them.
 
 Readers (the exporter, /status, /healthz) only read `DaemonState`: a scrape never runs npu-smi, and
 nothing served over HTTP changes state.
 
 Lifecycle: SIGHUP reloads the config (a bad one is refused with one log line and the old one keeps
 running; rule state survives), SIGTERM/SIGINT stop within STOP_GRACE_SECONDS and leave no npu-smi behind.
-systemd hears READY/STATUS/RELOADING/STOPPING, and WATCHDOG only while the table job makes progress.
+systemd hears READY/STATUS/RELOADING/STOPPING, and WATCHDOG only while the primary job makes progress.
 """
 
 import dataclasses
@@ -33,7 +31,7 @@ from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.jobstores.base import JobLookupError
 from apscheduler.schedulers.background import BackgroundScheduler
 
-from ..sources.collection import Collector
+from ..sources.collection import SourceSet
 from ..sources.target import Target
 from ..config.errors import ConfigError
 from ..config.schema import Config, ExporterConfig
@@ -46,15 +44,12 @@ from ..outputs.report import SCHEMA, overall_status, rfc3339, status_document
 from ..rules.engine import RuleEngine
 from ..rules.loader import RuleError, load_rules
 from .sdnotify import Notifier
-from ..sources.npusmi.source import QUERY_TYPES, TABLE_SOURCE, query_source_name
 from ..outputs.web import WebServer, WebServerError, parse_listen
 
 log = logging.getLogger(__name__)
 
 STOP_GRACE_SECONDS = 3.0  # SIGTERM to exit, well inside the promised 5 s and the unit's TimeoutStopSec
-PROGRESS_SLACK_SECONDS = 5.0  # time a table job may spend on rules and services beyond its npu-smi call
-RETRY_FAILED_TIER_SECONDS = 60.0  # a query tier with a longer interval whose poll failed tries again this soon
-FIRST_TABLE_WAIT_SECONDS = 1.0  # a query tier that ran before the first main table was read tries again this soon
+PROGRESS_SLACK_SECONDS = 5.0  # time a primary job may spend on rules and services beyond its npu-smi call
 JOB_THREADS = 32  # more than there are jobs, so a job never waits for a thread
 
 
@@ -70,7 +65,7 @@ class Service(Protocol):
     def jobs(self) -> List[Tuple[str, float, Callable[[], None]]]: ...  # (job id, interval seconds, function)
 
     def on_evaluation(self, snapshot: Snapshot, findings: List[Finding],
-                      transitions: List[Tuple[str, Finding]]) -> None: ...  # quick: runs in the table job
+                      transitions: List[Tuple[str, Finding]]) -> None: ...  # quick: runs in the primary job
 
     def collectors(self) -> List[object]: ...  # extra prometheus_client collectors for /metrics
 
@@ -92,21 +87,21 @@ class DaemonState:
 
     snapshot: Optional[Snapshot] = None
     findings: List[Finding] = field(default_factory=list)
-    last_progress: Optional[float] = None  # monotonic time the table job last finished
+    last_progress: Optional[float] = None  # monotonic time the primary job last finished
     started: float = field(default_factory=time.monotonic)
-    polls: int = 0  # table jobs finished since start
+    polls: int = 0  # primary jobs finished since start
 
 
 # -- pure helpers ------------------------------------------------------------------------------------------
 
 def progress_deadline(config: Config) -> float:
-    """How long the table job may go without finishing before the daemon counts as stuck: two intervals
+    """How long the primary job may go without finishing before the daemon counts as stuck: two intervals
     (one run may be coalesced) plus the longest an npu-smi call may take, plus slack for rules and services."""
     return 2 * config.poll.table_seconds + config.npu_smi_timeout_seconds + PROGRESS_SLACK_SECONDS
 
 
 def judge_health(state: DaemonState, now: float, deadline: float) -> Tuple[bool, str]:
-    """(healthy, reason) of the poll loop: healthy while the table job keeps finishing, whatever npu-smi
+    """(healthy, reason) of the poll loop: healthy while the primary job keeps finishing, whatever npu-smi
     answered (a failing npu-smi shows in npumon_source_up, not as a dead daemon)."""
     if state.last_progress is None:
         waited = now - state.started
@@ -119,19 +114,19 @@ def judge_health(state: DaemonState, now: float, deadline: float) -> Tuple[bool,
     return True, "ok"
 
 
-def status_line(snapshot: Snapshot, findings: Sequence[Finding]) -> str:
-    """One line for `systemctl status`."""
-    table = snapshot.sources.get(TABLE_SOURCE)
-    if table is None or not table.ok:
-        return "npu-smi failing: {}".format((table.error if table else None) or "no answer yet")
+def status_line(snapshot: Snapshot, findings: Sequence[Finding], primary: str) -> str:
+    """One line for `systemctl status`; `primary`: the source whose failure means no chips at all."""
+    status = snapshot.sources.get(primary)
+    if status is None or not status.ok:
+        return "{} failing: {}".format(primary, (status.error if status else None) or "no answer yet")
     active = [finding for finding in findings if not finding.shadow]
     return "{} chips, status {}, {} active finding{}".format(
         len(snapshot.chips), overall_status(snapshot, findings), len(active), "" if len(active) == 1 else "s")
 
 
-def collector_settings(config: Config) -> Config:
+def collection_settings(config: Config) -> Config:
     """The config without what only the rules, the log and the HTTP server read. A reload that leaves this
-    unchanged keeps the collector, so no value goes missing until its tier polls again."""
+    unchanged keeps the sources, so no value goes missing until its tier polls again."""
     return dataclasses.replace(config, thresholds={}, rule_files=[], log_level="info", exporter=ExporterConfig(),
                                source="")
 
@@ -193,12 +188,12 @@ class Daemon:
         self.notifier = Notifier()
         self.scheduler = BackgroundScheduler(
             timezone="UTC",
-            executors={"default": ThreadPoolExecutor(JOB_THREADS), "table": ThreadPoolExecutor(1),
+            executors={"default": ThreadPoolExecutor(JOB_THREADS), "primary": ThreadPoolExecutor(1),
                        "watchdog": ThreadPoolExecutor(1)},
             job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None})
         self.registry = build_registry(self.view, npu_exporter_compat=config.exporter.npu_exporter_compat)
         self.web = self._web_server(config)
-        self.collector = Collector(config, target)
+        self.collection = SourceSet(config, target)
         self.events = None  # the event history, when the config keeps one (set by its service)
         self.services: List[Service] = []  # started by start(), once the port is ours
         self._service_collectors: Dict[int, List[object]] = {}
@@ -266,13 +261,21 @@ class Daemon:
 
     # -- jobs ------------------------------------------------------------------------------------------
 
-    def run_table_tier(self) -> None:
-        """Poll the main table, judge the new snapshot, hand it to the services, then publish it."""
-        collector, engine, services = self.collector, self.engine, self.services  # a reload may swap them
-        self._guarded("table", collector.poll, "table")
-        if collector is not self.collector:
-            return  # reloaded meanwhile with new collection settings: the new collector's table job follows
-        snapshot = collector.snapshot()
+    def run_tier(self, tier: str) -> None:
+        """Poll one tier; after the primary tier, judge and publish. A tier that asks to run again early does."""
+        collection = self.collection  # a reload may swap it
+        retry = collection.poll(tier)
+        if retry is not None:
+            self._run_tier_again(tier, retry)
+        if tier == collection.primary().name:
+            self._publish(collection)
+
+    def _publish(self, collection: SourceSet) -> None:
+        """Judge a new snapshot, hand it to the services, then publish it."""
+        engine, services = self.engine, self.services
+        if collection is not self.collection:
+            return  # reloaded meanwhile with new collection settings: the new collection's primary job follows
+        snapshot = collection.snapshot()
         findings = self._guarded("rules", engine.evaluate, snapshot, snapshot.time)
         transitions = self._guarded("rules", engine.transitions) or []
         previous = self.state()
@@ -284,35 +287,16 @@ class Daemon:
         with self._lock:
             self._state = DaemonState(snapshot=snapshot, findings=findings, last_progress=time.monotonic(),
                                       started=previous.started, polls=previous.polls + 1)
-        line = status_line(snapshot, findings)
+        line = status_line(snapshot, findings, collection.primary().name)
         if line != self._last_status:
             self._last_status = line
             self.notifier.status(line)
-
-    def run_tier(self, tier: str) -> None:
-        collector = self.collector
-        self._guarded(tier, collector.poll, tier)
-        # A query tier that could not run must not leave its values empty for a whole interval: its next run
-        # moves up, and the interval resumes after a success. (Other sources keep their own pace: a probe, for
-        # one, costs NPU time.)
-        if tier not in QUERY_TYPES:
-            return
-        if not collector.npusmi.table_read():
-            # It ran before npu-smi's first table came back (a slow first answer at start), so it asked no card.
-            self._run_tier_again(tier, FIRST_TABLE_WAIT_SECONDS)
-        elif collector.tiers().get(tier, 0) > RETRY_FAILED_TIER_SECONDS and self._tier_failed(collector, tier):
-            self._run_tier_again(tier, RETRY_FAILED_TIER_SECONDS)
 
     def _run_tier_again(self, tier: str, seconds: float) -> None:
         try:
             self.scheduler.modify_job(tier, next_run_time=_utc_in(seconds))
         except JobLookupError:  # removed by a reload or a stop meanwhile
             pass
-
-    @staticmethod
-    def _tier_failed(collector: Collector, query: str) -> bool:
-        status = collector.snapshot().sources.get(query_source_name(query))
-        return status is not None and not status.ok
 
     def _watchdog_ping(self) -> None:
         healthy, reason = self.health()
@@ -345,18 +329,15 @@ class Daemon:
             return None
 
     def _schedule(self) -> None:
-        """Add every job. The table polls at once; the other tiers start spread over their first interval
-        (10 s at most), so that their npu-smi calls do not all land at once."""
-        for tier, seconds in self.collector.tiers().items():
-            if seconds <= 0:
+        """Add every job. A tier starts after its first_run (the main table at once), or else spread over its
+        first interval (10 s at most), so that the npu-smi calls of the tiers do not all land at once."""
+        for tier in self.collection.tiers():
+            if tier.interval <= 0:
                 continue
-            if tier == "table":
-                func, args, executor, first = self.run_table_tier, (), "table", 0.0
-            else:
-                first = min(seconds, 1.0) if tier == "host" else random.uniform(0.1, 1.0) * min(seconds, 10.0)
-                func, args, executor = self.run_tier, (tier,), "default"
-            self.scheduler.add_job(self._job, "interval", args=(tier, func) + args, seconds=seconds, id=tier,
-                                   executor=executor, replace_existing=True, next_run_time=_utc_in(first))
+            first = tier.first_run if tier.first_run is not None else random.uniform(0.1, 1.0) * min(tier.interval, 10.0)
+            self.scheduler.add_job(self._job, "interval", args=(tier.name, self.run_tier, tier.name),
+                                   seconds=tier.interval, id=tier.name, replace_existing=True,
+                                   executor="primary" if tier.primary else "default", next_run_time=_utc_in(first))
         for service in self.services:
             for job_id, seconds, func in service.jobs():
                 self.scheduler.add_job(self._job, "interval", args=(job_id, func), seconds=seconds, id=job_id,
@@ -373,7 +354,7 @@ class Daemon:
         try:
             self.web.start()
         except WebServerError as exc:
-            self.collector.close()
+            self.collection.close()
             raise StartupError("{}: {}".format(self._listen_origin(), exc)) from None
         self.services = self._start_services()
         self._schedule()
@@ -419,12 +400,12 @@ class Daemon:
             log.warning("exporter settings changed: they take effect on restart, not on reload")
         self.engine.replace_rules(rules, params)  # keeps the state of rules whose id remains
         self.params = params
-        old_collector = None
-        if collector_settings(config) != collector_settings(self.config):
+        old_collection = None
+        if collection_settings(config) != collection_settings(self.config):
             if not self.target.simulated:
                 self.target = Target.real(config)  # npu_smi or root may have changed
-            old_collector = self.collector
-            self.collector = Collector(config, self.target)
+            old_collection = self.collection
+            self.collection = SourceSet(config, self.target)
         self.config = config
         if self._log_level is None:
             from ..cli.main import set_log_level
@@ -434,10 +415,10 @@ class Daemon:
         self.services = self._start_services()
         self.scheduler.remove_all_jobs()
         self._schedule()
-        if old_collector is not None:
-            old_collector.close()
+        if old_collection is not None:
+            old_collection.close()
         log.info("config reloaded from %s%s", config.source,
-                 "" if old_collector is None else "; collection restarted with the new settings")
+                 "" if old_collection is None else "; collection restarted with the new settings")
         self.notifier.ready("config reloaded; polling every {:g}s".format(config.poll.table_seconds))
         return True
 
@@ -465,6 +446,6 @@ class Daemon:
         return stuck
 
     def _close_collection(self) -> None:
-        self.collector.close()  # kills npu-smi calls in flight and refuses new ones
+        self.collection.close()  # kills npu-smi calls in flight and refuses new ones
         self._stop_services(self.services)
         self.services = []

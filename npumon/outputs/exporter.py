@@ -8,16 +8,16 @@ With `npu_exporter_compat` the families Huawei's npu-exporter serves (`npu_chip_
 rendered too, with its names, label sets and units (MB, percent), so dashboards built on it keep working.
 """
 
-import math
-from collections import namedtuple
 from dataclasses import dataclass
 from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence
 
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from .. import __version__
-from ..model import HEALTH_STATES, MIB, ChipSample, Finding, HostSample, Snapshot, SourceStatus
+from ..model import HEALTH_STATES, MIB, ChipSample, Finding, Snapshot, SourceStatus
+from ..sources import registry
+from .families import Families, MetricSpec
 
 
 @dataclass
@@ -27,11 +27,9 @@ class ExporterView:
     driver_version: Optional[str] = None
 
 
-MetricSpec = namedtuple("MetricSpec", "name labels help")
-
 CHIP = ("npu", "chip")
 
-NATIVE_METRICS = (
+CORE_METRICS = (  # the chip records and the daemon itself; each source declares its own in its SourceSpec
     MetricSpec("npumon_build_info", ("version",), "npumon build, value 1."),
     MetricSpec("npumon_snapshot_timestamp_seconds", (),
                "Unix time the served snapshot was assembled; values come from the daemon's last polls, "
@@ -42,18 +40,6 @@ NATIVE_METRICS = (
     MetricSpec("npumon_source_duration_seconds", ("source",), "Duration of the source's last poll."),
     MetricSpec("npumon_source_last_success_timestamp_seconds", ("source",),
                "Unix time of the source's last successful poll."),
-    MetricSpec("npumon_host_info", ("driver_version", "firmware_version", "cann_version"),
-               "Ascend software versions read from the host's version files, value 1."),
-    MetricSpec("npumon_host_cpu_ratio", (), "Whole-host CPU utilisation, 0..1."),
-    MetricSpec("npumon_host_numa_cpu_ratio", ("node",), "CPU utilisation of the CPUs of one NUMA node, 0..1."),
-    MetricSpec("npumon_host_memory_total_bytes", (), "Host memory size."),
-    MetricSpec("npumon_host_memory_available_bytes", (), "Host memory available for new work."),
-    MetricSpec("npumon_host_numa_balancing", (), "kernel.numa_balancing (0 is recommended on NPU hosts)."),
-    # Not "_max_map_count": promtool reserves the _count suffix for histograms and summaries.
-    MetricSpec("npumon_host_max_map_areas", (), "vm.max_map_count: memory map areas a process may have."),
-    MetricSpec("npumon_host_device_file_accessible", ("path",),
-               "1 if this process can read and write the device file, else 0."),
-    MetricSpec("npumon_host_serving_queue_depth", (), "Requests waiting in the inference server's queue."),
     MetricSpec("npumon_chip_info", CHIP + ("name", "bus_id", "driver_version"), "Chip identity, value 1."),
     MetricSpec("npumon_chip_health", CHIP + ("state",),
                "1 for the chip's health state as npu-smi prints it, 0 for the other states."),
@@ -68,24 +54,14 @@ NATIVE_METRICS = (
                "ECC errors counted by the driver (a gauge: npu-smi can clear the count)."),
     MetricSpec("npumon_chip_ecc_isolated_pages", CHIP + ("memory",), "Memory pages isolated after ECC errors."),
     MetricSpec("npumon_chip_processes", CHIP, "Processes npu-smi lists on the chip."),
-    MetricSpec("npumon_chip_pcie_link_degraded", CHIP,
-               "1 if the PCIe link trained below its maximum speed or width, else 0."),
-    MetricSpec("npumon_chip_pcie_link_speed_gts", CHIP + ("kind",), "PCIe link speed in GT/s (current, max)."),
-    MetricSpec("npumon_chip_pcie_link_width_lanes", CHIP + ("kind",), "PCIe link width in lanes (current, max)."),
-    MetricSpec("npumon_probe_success", CHIP,
-               "1 if the chip's latest liveness probe passed, 0 if it failed; absent while the probe cannot run."),
-    MetricSpec("npumon_probe_duration_seconds", CHIP + ("stage",),
-               "Latency of each stage of the chip's latest liveness probe."),
-    MetricSpec("npumon_probe_baseline_seconds", CHIP,
-               "Median duration of the chip's recent warm successful liveness probes."),
-    MetricSpec("npumon_probe_last_run_timestamp_seconds", CHIP, "Unix time the chip's latest liveness probe started."),
-    MetricSpec("npumon_probe_failure_info", CHIP + ("stage", "code"),
-               "1 while the chip's latest liveness probe failed: the stage, and the ACL error code if any."),
     MetricSpec("npumon_finding_active", ("rule", "severity", "subject"),
                "1 for each active finding of a rule that notifies."),
     MetricSpec("npumon_finding_shadow", ("rule", "severity", "subject"),
                "1 for each active finding of a rule in shadow mode (recorded, never notified)."),
 )
+
+# Every npumon_* family: the core ones and those the listed sources declare.
+NATIVE_METRICS = CORE_METRICS + tuple(metric for source in registry.SOURCES for metric in source.metrics)
 
 # npu-exporter's chip label set ("L1"): `id` is the chip's physical id; the container labels stay empty
 # because npumon does no container attribution.
@@ -141,6 +117,13 @@ COMPAT_METRICS = (
 
 _SPECS = {spec.name: spec for spec in NATIVE_METRICS + COMPAT_METRICS}
 
+
+def _specs() -> Dict[str, MetricSpec]:
+    """Every family by name, with those of sources registered after import (tests add their own)."""
+    extra = {metric.name: metric for source in registry.SOURCES for metric in source.metrics
+             if metric.name not in _SPECS}
+    return dict(_SPECS, **extra) if extra else _SPECS
+
 UTILIZATION_ENGINES = (
     ("aicore", "aicore_ratio"),
     ("aivector", "aivector_ratio"),
@@ -153,52 +136,27 @@ UTILIZATION_ENGINES = (
 UNHEALTHY_STATES = ("Warning", "Alarm", "Critical")
 
 
-class _Families:
-    """Gauge families in first-use order. A missing or non-finite value adds no sample, and a label set
-    seen before keeps its first value, so the exposition never carries NaN or duplicate series."""
-
-    def __init__(self) -> None:
-        self._families = {}  # type: Dict[str, GaugeMetricFamily]
-        self._seen = set()
-
-    def add(self, name: str, value, labels: Sequence = ()) -> None:
-        spec = _SPECS[name]
-        if len(labels) != len(spec.labels):
-            raise ValueError("{} takes labels {}, got {!r}".format(name, spec.labels, labels))
-        if value is None or not math.isfinite(value):
-            return
-        label_values = tuple("" if label is None else str(label) for label in labels)
-        if (name, label_values) in self._seen:
-            return
-        self._seen.add((name, label_values))
-        family = self._families.get(name)
-        if family is None:
-            family = self._families[name] = GaugeMetricFamily(name, spec.help, labels=spec.labels)
-        family.add_metric(label_values, float(value))
-
-    def families(self) -> List[Metric]:
-        return list(self._families.values())
-
-
 def render_families(view: ExporterView, npu_exporter_compat: bool = False) -> List[Metric]:
     """The metric families for one scrape, built from the view alone."""
-    out = _Families()
+    out = Families(_specs())
     out.add("npumon_build_info", 1, (__version__,))
     snapshot = view.snapshot
     if snapshot is not None:
         out.add("npumon_snapshot_timestamp_seconds", snapshot.time)
         _add_sources(out, snapshot.sources)
-        _add_host(out, snapshot.host)
         driver_version = view.driver_version or snapshot.driver_version or snapshot.host.driver_version
         for chip in snapshot.chips:
             _add_chip(out, chip, driver_version)
+        for spec in registry.SOURCES:  # each source's own families (host facts, PCIe links, probes, ...)
+            if spec.export is not None:
+                spec.export(snapshot, out)
     _add_findings(out, view.findings)
     if npu_exporter_compat and snapshot is not None:
         _add_npu_exporter_compat(out, snapshot.chips)
     return out.families()
 
 
-def _add_sources(out: _Families, sources: Dict[str, SourceStatus]) -> None:
+def _add_sources(out: Families, sources: Dict[str, SourceStatus]) -> None:
     for name, status in sorted(sources.items()):
         out.add("npumon_source_up", 1 if status.ok else 0, (name,))
         out.add("npumon_source_unsupported", 1 if status.unsupported else 0, (name,))
@@ -206,23 +164,7 @@ def _add_sources(out: _Families, sources: Dict[str, SourceStatus]) -> None:
         out.add("npumon_source_last_success_timestamp_seconds", status.last_success, (name,))
 
 
-def _add_host(out: _Families, host: HostSample) -> None:
-    versions = (host.driver_version, host.firmware_version, host.cann_version)
-    if any(version is not None for version in versions):
-        out.add("npumon_host_info", 1, versions)
-    out.add("npumon_host_cpu_ratio", host.cpu_ratio)
-    for node in host.numa_nodes:
-        out.add("npumon_host_numa_cpu_ratio", node.cpu_ratio, (node.node,))
-    out.add("npumon_host_memory_total_bytes", host.memory_total_bytes)
-    out.add("npumon_host_memory_available_bytes", host.memory_available_bytes)
-    out.add("npumon_host_numa_balancing", host.numa_balancing)
-    out.add("npumon_host_max_map_areas", host.max_map_count)
-    for device in host.device_files:
-        out.add("npumon_host_device_file_accessible", 1 if device.accessible else 0, (device.path,))
-    out.add("npumon_host_serving_queue_depth", host.serving_queue_depth)
-
-
-def _add_chip(out: _Families, chip: ChipSample, driver_version: Optional[str]) -> None:
+def _add_chip(out: Families, chip: ChipSample, driver_version: Optional[str]) -> None:
     ids = (chip.npu, chip.chip)
     out.add("npumon_chip_info", 1, ids + (chip.name, chip.bus_id, chip.driver_version or driver_version))
     if chip.health is not None:
@@ -248,34 +190,9 @@ def _add_chip(out: _Families, chip: ChipSample, driver_version: Optional[str]) -
             out.add("npumon_chip_ecc_errors", counts.get(bit), ids + (memory, bit))
         out.add("npumon_chip_ecc_isolated_pages", counts.get("isolated_pages"), ids + (memory,))
     out.add("npumon_chip_processes", len(chip.processes), ids)
-    link = chip.pcie
-    if link is not None:
-        degraded = link.degraded
-        out.add("npumon_chip_pcie_link_degraded", None if degraded is None else int(degraded), ids)
-        out.add("npumon_chip_pcie_link_speed_gts", link.current_speed_gts, ids + ("current",))
-        out.add("npumon_chip_pcie_link_speed_gts", link.max_speed_gts, ids + ("max",))
-        out.add("npumon_chip_pcie_link_width_lanes", link.current_width, ids + ("current",))
-        out.add("npumon_chip_pcie_link_width_lanes", link.max_width, ids + ("max",))
-    _add_probe(out, chip)
 
 
-def _add_probe(out: _Families, chip: ChipSample) -> None:
-    """Only probes that ran: "unavailable" and "skipped" say nothing about the chip."""
-    probe = chip.probe
-    if probe is None or probe.state not in ("ok", "failed"):
-        return
-    ids = (chip.npu, chip.chip)
-    out.add("npumon_probe_success", 1 if probe.state == "ok" else 0, ids)
-    for stage, seconds in probe.stage_seconds.items():
-        out.add("npumon_probe_duration_seconds", seconds, ids + (stage,))
-    out.add("npumon_probe_baseline_seconds", probe.baseline_seconds, ids)
-    out.add("npumon_probe_last_run_timestamp_seconds", probe.time, ids)
-    if probe.state == "failed":
-        code = "" if probe.error_code is None else str(probe.error_code)
-        out.add("npumon_probe_failure_info", 1, ids + (probe.failed_stage, code))
-
-
-def _add_findings(out: _Families, findings: Iterable[Finding]) -> None:
+def _add_findings(out: Families, findings: Iterable[Finding]) -> None:
     # Shadow findings get their own name so that an alert on npumon_finding_active can never page for a
     # rule that is still on trial, while dashboards can still show what it would have said.
     for finding in findings:
@@ -316,7 +233,7 @@ def _hex_code(code: str) -> Optional[int]:
         return None
 
 
-def _add_npu_exporter_compat(out: _Families, chips: Sequence[ChipSample]) -> None:
+def _add_npu_exporter_compat(out: Families, chips: Sequence[ChipSample]) -> None:
     healths = [_compat_health(chip.health) for chip in chips]
     out.add("machine_npu_nums", len(chips))
     out.add("machine_card_nums", len({chip.npu for chip in chips}))
@@ -329,7 +246,7 @@ def _add_npu_exporter_compat(out: _Families, chips: Sequence[ChipSample]) -> Non
             _add_compat_chip(out, chip, chip_id)
 
 
-def _add_compat_chip(out: _Families, chip: ChipSample, chip_id: int) -> None:
+def _add_compat_chip(out: Families, chip: ChipSample, chip_id: int) -> None:
     labels = (chip_id, chip.name, "", chip.bus_id, "", "", "")
     out.add("npu_chip_info_name", 1, labels)
     out.add("npu_chip_info_health_status", _compat_health(chip.health), labels)

@@ -5,14 +5,18 @@ ChipSample fields by name, some derived facts, and a copy of every host fact und
 function below always returns all of its keys (None where unknown), so the names a rule may use can be
 listed from a blank Snapshot: see CHIP_FACTS and HOST_FACTS.
 
-To add a fact: add it to one of the small `_..._facts` functions (or write a new one and call it from
-chip_facts / host_facts). Pure functions; no I/O.
+A source adds its own facts through its SourceSpec (sources/registry.py): the host source its PCIe, NUMA,
+memory and device-file facts, the probe its probe_* facts. To add a fact of the chip record itself, add it
+to one of the small `_..._facts` functions below. Pure functions; no I/O.
 """
 
 import dataclasses
+import typing
 from typing import Any, Callable, Dict, FrozenSet, List, Optional, Sequence, Tuple
 
-from ..model import ChipSample, DeviceFile, HostSample, Snapshot, SourceStatus
+from ..model import ChipSample, HostSample, Snapshot, SourceStatus
+from ..sources import registry
+from .compat import check_versions as _check_versions
 
 Facts = Dict[str, Any]
 VersionCheck = Callable[[HostSample], Tuple[Optional[bool], str]]
@@ -24,17 +28,30 @@ BUSY_AICORE_RATIO = 0.1
 # Host facts named per source: source_up.<name> and source_age_seconds.<name>.
 SOURCE_FACT_PREFIXES = ("source_up.", "source_age_seconds.")
 
-# Fields that are lists, dicts or nested records: exposed through derived facts instead.
-_STRUCTURED_CHIP_FIELDS = frozenset(("ecc", "error_codes", "error_information", "processes", "pcie", "probe"))
-_STRUCTURED_HOST_FIELDS = frozenset(("numa_nodes", "device_files"))
-CHIP_SCALAR_FIELDS = tuple(f.name for f in dataclasses.fields(ChipSample) if f.name not in _STRUCTURED_CHIP_FIELDS)
-HOST_SCALAR_FIELDS = tuple(f.name for f in dataclasses.fields(HostSample) if f.name not in _STRUCTURED_HOST_FIELDS)
+
+
+def _scalar_fields(cls: type) -> Tuple[str, ...]:
+    """Fields of plain values (numbers, strings, booleans) are facts by name; lists, dicts and nested records
+    are exposed through derived facts instead."""
+    plain = (int, float, str, bool, type(None))
+
+    def is_plain(hint: Any) -> bool:
+        if typing.get_origin(hint) is typing.Union:  # Optional[X]
+            return all(arg in plain for arg in typing.get_args(hint))
+        return hint in plain
+
+    hints = typing.get_type_hints(cls)
+    return tuple(f.name for f in dataclasses.fields(cls) if is_plain(hints[f.name]))
+
+
+CHIP_SCALAR_FIELDS = _scalar_fields(ChipSample)
+HOST_SCALAR_FIELDS = _scalar_fields(HostSample)
 
 
 def snapshot_facts(snapshot: Snapshot, check_versions: Optional[VersionCheck] = None) -> Dict[str, Facts]:
     """subject -> facts, `host` first, then the chips in Snapshot order.
 
-    `check_versions` defaults to npumon.sources.host.check_versions (versions_* facts are null without it).
+    `check_versions` defaults to rules/compat.py's judgement of the version files.
     """
     host = host_facts(snapshot, check_versions)
     prefixed_host = {HOST_PREFIX + name: value for name, value in host.items()}
@@ -53,9 +70,9 @@ def chip_facts(chip: ChipSample, host: HostSample, prefixed_host: Facts) -> Fact
     facts.update(_chip_error_facts(chip))
     facts.update(_chip_process_facts(chip))
     facts.update(_chip_memory_facts(chip))
-    facts.update(_chip_pcie_facts(chip))
-    facts.update(_chip_numa_facts(chip, host))
-    facts.update(_chip_probe_facts(chip))
+    for spec in registry.SOURCES:
+        if spec.chip_facts is not None:
+            facts.update(spec.chip_facts(chip, host))
     facts.update(prefixed_host)
     return facts
 
@@ -93,86 +110,18 @@ def _chip_memory_facts(chip: ChipSample) -> Facts:
     }
 
 
-def _chip_pcie_facts(chip: ChipSample) -> Facts:
-    link = chip.pcie
-    return {
-        "pcie_degraded": None if link is None else link.degraded,
-        "pcie_current_speed_gts": None if link is None else link.current_speed_gts,
-        "pcie_max_speed_gts": None if link is None else link.max_speed_gts,
-        "pcie_current_width": None if link is None else link.current_width,
-        "pcie_max_width": None if link is None else link.max_width,
-    }
-
-
-def _chip_numa_facts(chip: ChipSample, host: HostSample) -> Facts:
-    """CPU load of the NUMA node the chip hangs off (where its feeding processes should run); the whole
-    host's CPU ratio where sysfs does not say which node that is."""
-    node_id = chip.numa_node
-    node = next((n for n in host.numa_nodes if n.node == node_id), None) if node_id is not None else None
-    return {
-        "numa_node": node_id,
-        "numa_cpu_ratio": node.cpu_ratio if node is not None and node.cpu_ratio is not None else host.cpu_ratio,
-    }
-
-
-def _chip_probe_facts(chip: ChipSample) -> Facts:
-    """The latest liveness probe (npumon.sources.probe); all null while the chip has none."""
-    probe = chip.probe
-    names = ("state", "kind", "device_id", "first_run", "duration_seconds", "baseline_seconds", "failed_stage",
-             "error_code", "error_name", "detail", "action")
-    return {"probe_" + name: None if probe is None else getattr(probe, name) for name in names}
-
-
 # --------------------------------------------------------------------------------------------- host
 
 def host_facts(snapshot: Snapshot, check_versions: Optional[VersionCheck] = None) -> Facts:
     values = vars(snapshot.host)
     facts = {name: values[name] for name in HOST_SCALAR_FIELDS}
-    facts.update(_host_memory_facts(snapshot.host))
-    facts.update(_host_numa_facts(snapshot.host))
-    facts.update(_host_device_file_facts(snapshot.host, snapshot.chips))
-    facts.update(_host_version_facts(snapshot.host, check_versions or _version_checker()))
+    for spec in registry.SOURCES:
+        if spec.host_facts is not None:
+            facts.update(spec.host_facts(snapshot))
+    facts.update(_host_version_facts(snapshot.host, check_versions or _check_versions))
     facts.update(_chip_aggregate_facts(snapshot.chips))
     facts.update(_source_facts(snapshot))
     return facts
-
-
-def _host_memory_facts(host: HostSample) -> Facts:
-    return {"memory_available_ratio": _ratio(host.memory_available_bytes, host.memory_total_bytes)}
-
-
-def _host_numa_facts(host: HostSample) -> Facts:
-    ratios = [node.cpu_ratio for node in host.numa_nodes if node.cpu_ratio is not None]
-    return {
-        "numa_node_count": len(host.numa_nodes) if host.numa_nodes else None,
-        "numa_cpu_max_ratio": max(ratios) if ratios else None,
-        "numa_cpu_min_ratio": min(ratios) if ratios else None,
-    }
-
-
-# 310B SoC boards (Atlas 200I/500 A2) have no devmm_svm or hisi_hdc: their absence there is normal
-# (shared/reference/npu-smi/FORMATS.md section 9).
-_NOT_ON_SOC_BOARDS = frozenset(("/dev/devmm_svm", "/dev/hisi_hdc"))
-
-
-def _host_device_file_facts(host: HostSample, chips: List[ChipSample]) -> Facts:
-    soc_board = bool(chips) and all((chip.name or "").startswith("310B") for chip in chips)
-    missing = [f.path for f in host.device_files
-               if not f.exists and not (soc_board and f.path in _NOT_ON_SOC_BOARDS)]
-    inaccessible = [f.path for f in host.device_files if f.exists and not f.accessible]
-    return {
-        "device_file_count": len(host.device_files),
-        "missing_device_files": missing,
-        "missing_device_file_text": ", ".join(missing) if missing else "none",
-        "inaccessible_device_files": inaccessible,
-        "inaccessible_device_file_text": ", ".join(
-            _describe_device_file(f) for f in host.device_files if f.exists and not f.accessible) or "none",
-    }
-
-
-def _describe_device_file(device_file: DeviceFile) -> str:
-    details = [part for part in (device_file.mode, device_file.owner, device_file.group) if part]
-    return "{} ({})".format(device_file.path, " ".join(details)) if details else device_file.path
 
 
 def _chip_aggregate_facts(chips: Sequence[ChipSample]) -> Facts:
@@ -253,26 +202,7 @@ def _describe_down_source(name: str, status: SourceStatus, now: float) -> str:
     return "{} ({}; {})".format(name, status.error or "failed", since)
 
 
-_check_versions: Optional[VersionCheck] = None
-_check_versions_looked_up = False
-
-
-def _version_checker() -> Optional[VersionCheck]:
-    """npumon.sources.host.check_versions, imported on first use (None while that module lacks it)."""
-    global _check_versions, _check_versions_looked_up
-    if not _check_versions_looked_up:
-        _check_versions_looked_up = True
-        try:
-            from ..sources.host import check_versions
-        except ImportError:
-            check_versions = None
-        _check_versions = check_versions
-    return _check_versions
-
-
-def _host_version_facts(host: HostSample, check: Optional[VersionCheck]) -> Facts:
-    if check is None:
-        return {"versions_compatible": None, "versions_reason": None}
+def _host_version_facts(host: HostSample, check: VersionCheck) -> Facts:
     compatible, reason = check(host)
     return {"versions_compatible": compatible, "versions_reason": reason}
 
@@ -286,14 +216,18 @@ def _blank_facts() -> Tuple[FrozenSet[str], FrozenSet[str]]:
 
 
 CHIP_FACTS, HOST_FACTS = _blank_facts()
+_known = {id(registry.SOURCES): (CHIP_FACTS, HOST_FACTS)}  # per source list: tests register sources of their own
 
 
 def is_known_fact(subject_kind: str, name: str) -> bool:
     """Whether a rule of `subject_kind` ("chip" or "host") can read fact `name`."""
+    if id(registry.SOURCES) not in _known:
+        _known[id(registry.SOURCES)] = _blank_facts()
+    chip_facts_known, host_facts_known = _known[id(registry.SOURCES)]
     if subject_kind == "chip":
-        if name in CHIP_FACTS:
+        if name in chip_facts_known:
             return True
         if not name.startswith(HOST_PREFIX):
             return False
         name = name[len(HOST_PREFIX):]
-    return name in HOST_FACTS or any(name.startswith(p) and len(name) > len(p) for p in SOURCE_FACT_PREFIXES)
+    return name in host_facts_known or any(name.startswith(p) and len(name) > len(p) for p in SOURCE_FACT_PREFIXES)

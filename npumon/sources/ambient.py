@@ -14,15 +14,14 @@ itself as `ambient` in Snapshot.sources, and its last success is the reading's t
 
 import dataclasses
 import re
-import threading
 import time
 from typing import Dict, List, Optional, Sequence
 
-from ..model import ChipSample, Snapshot, SourceStatus
-from .runner import CommandRunner
+from ..model import ChipSample
 from ..services.control import hwmon
 from ..services.control.drivers import Runner, npu_smi_problem
 from ..services.control.settings import AMBIENT_SOURCE_NAME, AmbientConfig
+from .base import Parts, SingleTierSource, SourceContext, SourceError, SourceSpec
 
 _LINE = re.compile(r"^\s*(?P<key>[^:]*?)\s*:\s*(?P<value>.*?)\s*$")
 TEMP_FORM = "temp"
@@ -51,40 +50,26 @@ def mcu_temperatures(text: str) -> List[float]:
     return values
 
 
-class AmbientSource:
-    """An ExtraSource (collect.py) for the inlet/board temperature."""
+class AmbientSource(SingleTierSource[float]):
+    """The inlet/board temperature as a source: one tier, `ambient`."""
 
     name = AMBIENT_SOURCE_NAME
 
-    def __init__(self, config: AmbientConfig, root: str, runner: Runner, clock=time.time):
+    def __init__(self, config: AmbientConfig, root: str, runner: Runner, clock=time.time, max_age: float = 120.0):
+        super().__init__(config.poll_seconds, max_age, clock)
         self.config = config
         self.root = root
         self.runner = runner
-        self.clock = clock
-        self._lock = threading.Lock()
-        self._value: Optional[float] = None
-        self._value_time: Optional[float] = None
-        self._status = SourceStatus(ok=False, error="not polled yet")
         self._form: Dict[int, str] = {}  # card -> the query form that shows its board sensors
 
-    def interval(self) -> float:
-        return self.config.poll_seconds
-
-    def poll(self, chips: List[ChipSample]) -> None:
-        started = self.clock()
-        began = time.monotonic()
+    def read(self, chips: Sequence[ChipSample]) -> float:
         if self.config.sensor == "hwmon":
             value, error = self._read_hwmon()
         else:
             value, error = self._read_npu_smi(sorted({chip.npu for chip in chips}))
-        with self._lock:
-            if value is None:
-                self._status = SourceStatus(ok=False, error=error, duration_seconds=time.monotonic() - began,
-                                            last_success=self._status.last_success)
-            else:
-                self._value, self._value_time = value, started
-                self._status = SourceStatus(ok=True, duration_seconds=time.monotonic() - began,
-                                            last_success=started)
+        if value is None:
+            raise SourceError(error)
+        return value
 
     def _read_hwmon(self):
         try:
@@ -121,31 +106,17 @@ class AmbientSource:
                 return values, None
         return [], "no board sensor in the MCU block of npu-smi info -t temp or -t common"
 
-    def status(self, now: float, max_age: float) -> SourceStatus:
-        with self._lock:
-            status = self._status
-        if status.ok and status.last_success is not None and now - status.last_success > max_age:
-            return SourceStatus(ok=False, error="stale: last success {:.0f}s ago (max age {:.0f}s)".format(
-                now - status.last_success, max_age), duration_seconds=status.duration_seconds,
-                last_success=status.last_success)
-        return status
-
-    def apply(self, snapshot: Snapshot, now: float, max_age: float) -> None:
-        with self._lock:
-            value, when = self._value, self._value_time
-        fresh = value is not None and when is not None and now - when <= max_age
-        # a copy: the collector hands the same HostSample to every snapshot until the next host poll
-        snapshot.host = dataclasses.replace(snapshot.host, ambient_temperature_celsius=value if fresh else None)
-
-    def close(self) -> None:
-        self.runner.terminate_all()
+    def contribute(self, parts: Parts, now: float) -> Parts:
+        return dataclasses.replace(parts, host=dataclasses.replace(
+            parts.host, ambient_temperature_celsius=self.reading.value(now)))
 
 
-def ambient_sources(config, target) -> List[AmbientSource]:
-    """The ambient source when the config names one (build_extra_sources calls this). `config` is the
-    whole Config, `target` the collect.Target (npu-smi argv and environment, host root)."""
-    ambient = config.control.ambient
+def build(context: SourceContext) -> Optional[AmbientSource]:
+    """The ambient source when the config names a sensor; its npu-smi calls go through the one npu-smi runner."""
+    ambient = context.config.control.ambient
     if ambient.sensor == "none":
-        return []
-    runner = CommandRunner(target.npu_smi_argv, config.npu_smi_timeout_seconds, 1, env=target.env)
-    return [AmbientSource(ambient, target.root, runner)]
+        return None
+    return AmbientSource(ambient, context.target.root, context.npu_smi, context.clock, context.config.max_age_seconds)
+
+
+SPEC = SourceSpec(AMBIENT_SOURCE_NAME, build)

@@ -23,14 +23,14 @@ only within the same scheme, host and port; proxy variables are ignored (the end
 without credentials or query string, since either may hold a token.
 """
 
+import dataclasses
 import math
 import os
 import re
 import socket
-import threading
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Dict, Iterator, List, Optional, Tuple, Union
+from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 from urllib.parse import urljoin, urlsplit
 
 import requests
@@ -38,7 +38,9 @@ import urllib3
 from prometheus_client.parser import text_string_to_metric_families
 
 from .. import __version__
-from ..model import ChipSample, Snapshot, SourceStatus
+from ..model import ChipSample, Snapshot
+from ..outputs.families import Families, MetricSpec
+from .base import Parts, Section, SingleTierSource, SourceContext, SourceError, SourceSpec
 
 SOURCE_NAME = "serving-queue"
 CUSTOM_PRESET = "custom"
@@ -340,76 +342,61 @@ def _label_text(labels: Dict[str, str]) -> str:
 Fetch = Callable[[requests.Session, str, float, int, Union[bool, str]], str]
 
 
-class ServingQueueSource:
-    """The ExtraSource (npumon.sources.collection) for the serving queue depth."""
+class ServingQueueSource(SingleTierSource[float]):
+    """The serving queue depth as a source: one tier, `serving-queue`, into Snapshot.host.serving_queue_depth."""
 
     name = SOURCE_NAME
 
     def __init__(self, config: ServingConfig, url: Optional[str] = None, fetch: Fetch = fetch_metrics_text,
-                 clock: Callable[[], float] = time.time):
+                 clock: Callable[[], float] = time.time, max_age: float = 120.0):
+        super().__init__(config.interval_seconds, max_age, clock)
         self.config = config
         self.url = url or config.resolved_url()
         self.metric = config.resolved_metric()
         self._fetch = fetch
-        self._clock = clock
         self._session = requests.Session()
         self._session.trust_env = False  # the endpoint is local: no proxy variables, no .netrc credentials
-        self._lock = threading.Lock()
-        self._depth: Optional[float] = None
-        self._depth_time: Optional[float] = None
-        self._status = SourceStatus(ok=False, error="not polled yet")
 
-    def interval(self) -> float:
-        return self.config.interval_seconds
-
-    def poll(self, chips: List[ChipSample]) -> None:
-        started = self._clock()
-        began = time.monotonic()
+    def read(self, chips: Sequence[ChipSample]) -> float:
         try:
             text = self._fetch(self._session, self.url, self.config.timeout_seconds, self.config.max_body_bytes,
                                self.config.ca_file or True)
-            depth = queue_depth_from_text(text, self.metric, self.config.labels)
+            return queue_depth_from_text(text, self.metric, self.config.labels)
         except ServingError as exc:
-            with self._lock:
-                self._status = SourceStatus(ok=False, error="{}: {}".format(display_url(self.url), exc),
-                                            duration_seconds=time.monotonic() - began,
-                                            last_success=self._status.last_success)
-            return
-        with self._lock:
-            self._depth, self._depth_time = depth, started
-            self._status = SourceStatus(ok=True, duration_seconds=time.monotonic() - began, last_success=started)
+            raise SourceError("{}: {}".format(display_url(self.url), exc)) from None
 
-    def status(self, now: float, max_age: float) -> SourceStatus:
-        with self._lock:
-            status = self._status
-        limit = self._fresh_for(max_age)
-        if status.ok and status.last_success is not None and now - status.last_success > limit:
-            return SourceStatus(ok=False, error="stale: last success {:.0f}s ago (max age {:.0f}s)".format(
-                now - status.last_success, limit), duration_seconds=status.duration_seconds,
-                last_success=status.last_success)
-        return status
-
-    def apply(self, snapshot: Snapshot, now: float, max_age: float) -> None:
-        with self._lock:
-            depth, when = self._depth, self._depth_time
-        if depth is not None and when is not None and now - when <= self._fresh_for(max_age):
-            snapshot.host.serving_queue_depth = depth
-
-    def _fresh_for(self, max_age: float) -> float:
-        # Polled less often than max_age, a value would go stale between two good polls: allow one missed poll.
-        return max(max_age, 2 * self.config.interval_seconds)
+    def contribute(self, parts: Parts, now: float) -> Parts:
+        depth = self.reading.value(now)
+        if depth is None:
+            return parts
+        return dataclasses.replace(parts, host=dataclasses.replace(parts.host, serving_queue_depth=depth))
 
     def close(self) -> None:
         self._session.close()
 
 
-def build_serving_sources(config: ServingConfig, simulated_url: Optional[str] = None) -> List[ServingQueueSource]:
+def build(context: SourceContext) -> Optional[ServingQueueSource]:
     """The serving source if the config turns it on; a simulated host's queue endpoint always turns it on,
     read with the vLLM preset (the format the simulator serves) and the config's timing settings."""
+    config, max_age = context.config.serving, context.config.max_age_seconds
+    simulated_url = context.target.serving_url
     if simulated_url is not None:
-        return [ServingQueueSource(ServingConfig(
+        return ServingQueueSource(ServingConfig(
             enabled=True, preset="vllm", interval_seconds=config.interval_seconds,
-            timeout_seconds=config.timeout_seconds, max_body_bytes=config.max_body_bytes), url=simulated_url)]
+            timeout_seconds=config.timeout_seconds, max_body_bytes=config.max_body_bytes), url=simulated_url,
+            clock=context.clock, max_age=max_age)
     if not config.enabled:
-        return []
-    return [ServingQueueSource(config)]
+        return None
+    return ServingQueueSource(config, clock=context.clock, max_age=max_age)
+
+
+METRICS = (MetricSpec("npumon_host_serving_queue_depth", (), "Requests waiting in the inference server's queue."),)
+
+
+def export(snapshot: Snapshot, out: Families) -> None:
+    out.add("npumon_host_serving_queue_depth", snapshot.host.serving_queue_depth)
+
+
+SPEC = SourceSpec(SOURCE_NAME, build, section=Section("serving", ServingConfig,
+                                                      lambda section, config: serving_config_problems(section)),
+                  metrics=METRICS, export=export)

@@ -12,14 +12,21 @@ an answer that prints a value as NA replaces it with null at once; a value that 
 out. Only a complete main table without a card makes that card's values go at once: the card has left.
 
 Nothing here raises for a hardware or tool fault: every failure becomes a SourceStatus.
+
+Tiers: `npu-smi` (the main table, the primary tier: the daemon judges the rules after each of its polls) and
+one `npu-smi:<query>` per `-t` query. A query tier that ran before the first table was read asks again within
+FIRST_TABLE_WAIT_SECONDS; a slow query tier whose poll failed asks again after RETRY_FAILED_TIER_SECONDS rather
+than a whole interval later.
 """
 
 import concurrent.futures
+import dataclasses
 import threading
 import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ...model import MIB, ChipSample, ProcessSample, SourceStatus
+from ..base import Parts, SourceContext, SourceSpec, Tier, allowed_age, judge_status
 from . import kv as npusmi_kv
 from .common import NpuSmiParseError
 from .table import MainTable, parse_info
@@ -41,8 +48,17 @@ PER_CHIP_QUERIES = frozenset(("health",))
 CARD_WIDE_QUERIES = frozenset(("board",))
 
 
+RETRY_FAILED_TIER_SECONDS = 60.0  # a query tier with a longer interval whose poll failed tries again this soon
+FIRST_TABLE_WAIT_SECONDS = 1.0  # a query tier that ran before the first main table was read tries again this soon
+
+
 def query_source_name(query: str) -> str:
     return "{}:{}".format(TABLE_SOURCE, query)
+
+
+def query_of(tier: str) -> Optional[str]:
+    """"npu-smi:usages" -> "usages"; None for the main table."""
+    return tier.split(":", 1)[1] if tier.startswith(TABLE_SOURCE + ":") else None
 
 
 class _Poll:
@@ -57,11 +73,16 @@ class _Poll:
 
 
 class NpuSmiSource:
+    name = TABLE_SOURCE
+
     def __init__(self, runner: CommandRunner, clock: Callable[[], float] = time.time,
-                 intervals: Optional[Dict[str, float]] = None):
+                 intervals: Optional[Dict[str, float]] = None, table_interval: float = 15.0,
+                 max_age: float = 120.0):
         self.runner = runner
         self.clock = clock
         self.intervals = dict(intervals or {})  # query type -> seconds between polls
+        self.table_interval = table_interval
+        self.max_age = max_age
         self._lock = threading.Lock()
         self._table: Optional[MainTable] = None
         self._table_time: Optional[float] = None
@@ -72,6 +93,35 @@ class NpuSmiSource:
         self._polls: Dict[str, _Poll] = {TABLE_SOURCE: _Poll()}
         self._chip_option_unsupported = False  # 950: "does not support input parameter of -c"
         self._resume_at: Dict[str, int] = {}  # query type -> index of the first call its last poll left out
+
+    # -- the source contract (sources/base.py) ------------------------------------------------------
+
+    def tiers(self) -> List[Tier]:
+        return [Tier(TABLE_SOURCE, self.table_interval, primary=True, first_run=0.0)] + [
+            Tier(query_source_name(query), self.intervals.get(query, 0.0)) for query in QUERY_TYPES]
+
+    def poll(self, tier: str, chips: Sequence[ChipSample] = ()) -> Optional[float]:
+        query = query_of(tier)
+        if query is None:
+            self.poll_table()
+            return None
+        interval = self.intervals.get(query, 0.0)
+        # The whole tier (one call per card) must end before its next run is due, however many cards hang.
+        self.poll_query(query, budget_seconds=max(interval, self.runner.timeout_seconds))
+        # A query tier that could not run must not leave its values empty for a whole interval.
+        if not self.table_read():
+            return FIRST_TABLE_WAIT_SECONDS  # it ran before npu-smi's first table came back, so it asked no card
+        if interval > RETRY_FAILED_TIER_SECONDS and not self._polls[tier].ok:
+            return RETRY_FAILED_TIER_SECONDS
+        return None
+
+    def contribute(self, parts: Parts, now: float) -> Parts:
+        tool_version, driver_version = self.versions()
+        return dataclasses.replace(parts, chips=tuple(self.chips(now)), tool_version=tool_version,
+                                   driver_version=driver_version)
+
+    def close(self) -> None:
+        pass  # the runner is shared: whoever made it kills its calls
 
     # -- polling -------------------------------------------------------------------------------------
 
@@ -190,12 +240,13 @@ class NpuSmiSource:
     # -- reading ---------------------------------------------------------------------------------------
 
     def allowed_age(self, query: str, max_age: float) -> float:
-        """How old a query's values may be. A slow tier (ecc every 5 min, board every hour) is fresh until
-        its next poll is overdue, not only for max_age: its values do not go stale between two polls."""
-        return max(max_age, 2 * self.intervals.get(query, 0.0))
+        """How old a query's values may be: a slow tier (ecc every 5 min, board every hour) does not go stale
+        between two polls."""
+        return allowed_age(max_age, self.intervals.get(query, 0.0))
 
-    def chips(self, now: float, max_age: float) -> List[ChipSample]:
+    def chips(self, now: float, max_age: Optional[float] = None) -> List[ChipSample]:
         """The chips of the latest main table with every query value that is still fresh."""
+        max_age = self.max_age if max_age is None else max_age
         with self._lock:
             table, table_time = self._table, self._table_time
             query_values = {key: dict(per_query) for key, per_query in self._query_values.items()}
@@ -222,18 +273,14 @@ class NpuSmiSource:
         table = self._table
         return (None, None) if table is None else (table.tool_version, table.driver_version)
 
-    def statuses(self, now: float, max_age: float) -> Dict[str, SourceStatus]:
+    def statuses(self, now: float, max_age: Optional[float] = None) -> Dict[str, SourceStatus]:
+        max_age = self.max_age if max_age is None else max_age
         result = {}
-        for name, poll in self._polls.items():
+        for name, poll in list(self._polls.items()):
             status = SourceStatus(ok=poll.ok, error=poll.error, duration_seconds=poll.duration,
                                   last_success=poll.last_success, unsupported=poll.unsupported)
-            allowed = max_age if name == TABLE_SOURCE else self.allowed_age(name.split(":", 1)[1], max_age)
-            if poll.ok and not poll.unsupported and poll.last_success is not None \
-                    and now - poll.last_success > allowed:
-                status.ok = False
-                status.error = "stale: last success {:.0f}s ago (max age {:.0f}s)".format(
-                    now - poll.last_success, allowed)
-            result[name] = status
+            query = query_of(name)
+            result[name] = judge_status(status, now, max_age if query is None else self.allowed_age(query, max_age))
         return result
 
 
@@ -253,3 +300,17 @@ def _parse_table(result: CommandResult) -> Tuple[Optional[MainTable], Optional[s
     if not table.chips:
         return None, "npu-smi info listed no chips"
     return table, None
+
+
+def build(context: SourceContext) -> NpuSmiSource:
+    """Always on: npu-smi is how npumon knows the chips. Its calls go through the one npu-smi runner, whose
+    priority slot keeps the main table from waiting behind hanging query calls."""
+    poll = context.config.poll
+    return NpuSmiSource(context.npu_smi, clock=context.clock,
+                        intervals={query: getattr(poll, query + "_seconds") for query in QUERY_TYPES},
+                        table_interval=poll.table_seconds, max_age=context.config.max_age_seconds)
+
+
+# The chip record's own facts and families (temperature, utilisation, memory, ECC, ...) belong to the model
+# (rules/facts.py, outputs/exporter.py): DCMI will fill the same records.
+SPEC = SourceSpec(TABLE_SOURCE, build)

@@ -28,6 +28,9 @@ import time
 from typing import TYPE_CHECKING, Callable, Deque, Dict, List, Optional, Sequence, Tuple
 
 from ...model import ChipSample, ProbeSample, Snapshot, SourceStatus
+from ...outputs.families import Families, MetricSpec
+from ..base import Facts, Parts, Section, SourceContext, SourceSpec, Tier, is_fresh, judge_status
+from .config import ProbeConfig, probe_config_problems
 from ..npusmi import kv as npusmi_kv
 from ..npusmi.common import NpuSmiParseError
 from ..runner import CommandResult, CommandRunner
@@ -48,11 +51,6 @@ SKIPPED = "skipped"
 
 ChipKey = Tuple[int, int]
 RunCommand = Callable[[Sequence[str], Optional[float]], CommandResult]
-
-
-def build_probe_sources(config: "Config", target: Target) -> List["ProbeSource"]:
-    """The probe source when the config turns it on (collect.build_extra_sources calls this)."""
-    return [ProbeSource(config, target)] if config.probe.enabled else []
 
 
 def busy_reason(chip: ChipSample, limit: Optional[float]) -> Optional[str]:
@@ -77,9 +75,9 @@ class ProbeSource:
 
     def __init__(self, config: "Config", target: Target, clock: Callable[[], float] = time.time,
                  rng: Optional[random.Random] = None, run_child: Optional[RunCommand] = None,
-                 run_npu_smi: Optional[RunCommand] = None):
+                 run_npu_smi: Optional[RunCommand] = None, npu_smi: Optional[CommandRunner] = None):
         """`run_child(args, timeout)` and `run_npu_smi(args, timeout)` run the probe child and npu-smi; tests
-        pass their own."""
+        pass their own. `npu_smi`: the daemon's one npu-smi runner (its own otherwise)."""
         settings = config.probe
         simulated_acl_dir = None
         if target.simulated:
@@ -94,7 +92,8 @@ class ProbeSource:
         argv, env = child_command(settings, config.ascend_dir, os.environ, simulated_acl_dir)
         env.update(target.env or {})  # the simulation's state directory
         self._child_runner = CommandRunner(argv, settings.timeout_seconds, settings.max_concurrent, env=env)
-        self._npu_smi_runner = CommandRunner(target.npu_smi_argv, config.npu_smi_timeout_seconds, 1, env=target.env)
+        self._npu_smi_runner = npu_smi or CommandRunner(target.npu_smi_argv, config.npu_smi_timeout_seconds, 1,
+                                                        env=target.env)
         # Probes are all alike: each may use any of the runner's slots (none is kept for priority calls).
         self._run_child = run_child or (lambda args, timeout: self._child_runner.run(args, timeout, priority=True))
         self._run_npu_smi = run_npu_smi or (lambda args, timeout: self._npu_smi_runner.run(args, timeout))
@@ -106,12 +105,33 @@ class ProbeSource:
         self.fresh_seconds = max(config.max_age_seconds, 2 * (settings.interval_seconds + settings.jitter_seconds)
                                  + settings.round_timeout_seconds)
 
-    # -- the ExtraSource protocol ------------------------------------------------------------------------
+    # -- the source contract (sources/base.py) -----------------------------------------------------------
 
-    def interval(self) -> float:
-        return min(self.settings.interval_seconds, TICK_SECONDS)
+    def tiers(self) -> List[Tier]:
+        return [Tier(SOURCE_NAME, min(self.settings.interval_seconds, TICK_SECONDS))]
 
-    def poll(self, chips: List[ChipSample]) -> None:
+    def poll(self, tier: str, chips: Sequence[ChipSample]) -> Optional[float]:
+        self.probe_due(chips)
+        return None
+
+    def statuses(self, now: float) -> Dict[str, SourceStatus]:
+        return {SOURCE_NAME: self.status(now)}
+
+    def contribute(self, parts: Parts, now: float) -> Parts:
+        with self._lock:
+            states = {key: (state.result, state.skipped) for key, state in self._chips.items()}
+        chips = []
+        for chip in parts.chips:
+            result, skipped = states.get(chip.key, (None, None))
+            if result is not None and is_fresh(result.time, now, self.fresh_seconds):
+                chip = dataclasses.replace(chip, probe=result)
+            elif skipped is not None and is_fresh(skipped.time, now, self.fresh_seconds):
+                chip = dataclasses.replace(chip, probe=skipped)
+            chips.append(chip)
+        return dataclasses.replace(parts, chips=tuple(chips))
+
+    def probe_due(self, chips: Sequence[ChipSample]) -> None:
+        """One round: probe the chips that are due."""
         started = self._clock()
         deadline = time.monotonic() + self.settings.round_timeout_seconds
         with self._lock:
@@ -140,28 +160,14 @@ class ProbeSource:
                 future.result()
         self._update_status(started, attempted=bool(due))
 
-    def status(self, now: float, max_age: float) -> SourceStatus:
+    def status(self, now: float) -> SourceStatus:
         with self._lock:
-            status = dataclasses.replace(self._status)
-        if status.ok and status.last_success is not None and now - status.last_success > self.fresh_seconds:
-            status.ok = False
-            status.error = "stale: last round {:.0f}s ago".format(now - status.last_success)
-        return status
-
-    def apply(self, snapshot: Snapshot, now: float, max_age: float) -> None:
-        with self._lock:
-            states = {key: (state.result, state.skipped) for key, state in self._chips.items()}
-        for chip in snapshot.chips:
-            result, skipped = states.get(chip.key, (None, None))
-            if result is not None and now - result.time <= self.fresh_seconds:
-                chip.probe = result
-            elif skipped is not None and now - skipped.time <= self.fresh_seconds:
-                chip.probe = skipped
+            status = self._status
+        return judge_status(status, now, self.fresh_seconds)
 
     def close(self) -> None:
         self._closing.set()
         self._child_runner.terminate_all()
-        self._npu_smi_runner.terminate_all()
 
     # -- one chip --------------------------------------------------------------------------------------------
 
@@ -287,3 +293,56 @@ class ProbeSource:
                     unavailable[0]), duration_seconds=duration, last_success=previous.last_success)
             else:
                 self._status = SourceStatus(ok=True, duration_seconds=duration, last_success=started)
+
+
+def build(context: SourceContext) -> Optional[ProbeSource]:
+    """The probe source when the config turns it on; its `info -m` calls go through the one npu-smi runner."""
+    if not context.config.probe.enabled:
+        return None
+    return ProbeSource(context.config, context.target, clock=context.clock, npu_smi=context.npu_smi)
+
+
+_PROBE_FACTS = ("state", "kind", "device_id", "first_run", "duration_seconds", "baseline_seconds", "failed_stage",
+                "error_code", "error_name", "detail", "action")
+
+
+def chip_facts(chip: ChipSample, host) -> Facts:
+    """The latest liveness probe; all null while the chip has none."""
+    probe = chip.probe
+    return {"probe_" + name: None if probe is None else getattr(probe, name) for name in _PROBE_FACTS}
+
+
+CHIP = ("npu", "chip")
+METRICS = (
+    MetricSpec("npumon_probe_success", CHIP,
+               "1 if the chip's latest liveness probe passed, 0 if it failed; absent while the probe cannot run."),
+    MetricSpec("npumon_probe_duration_seconds", CHIP + ("stage",),
+               "Latency of each stage of the chip's latest liveness probe."),
+    MetricSpec("npumon_probe_baseline_seconds", CHIP,
+               "Median duration of the chip's recent warm successful liveness probes."),
+    MetricSpec("npumon_probe_last_run_timestamp_seconds", CHIP, "Unix time the chip's latest liveness probe started."),
+    MetricSpec("npumon_probe_failure_info", CHIP + ("stage", "code"),
+               "1 while the chip's latest liveness probe failed: the stage, and the ACL error code if any."),
+)
+
+
+def export(snapshot: Snapshot, out: Families) -> None:
+    """Only probes that ran: "unavailable" and "skipped" say nothing about the chip."""
+    for chip in snapshot.chips:
+        probe = chip.probe
+        if probe is None or probe.state not in (OK, FAILED):
+            continue
+        ids = (chip.npu, chip.chip)
+        out.add("npumon_probe_success", 1 if probe.state == OK else 0, ids)
+        for stage, seconds in probe.stage_seconds.items():
+            out.add("npumon_probe_duration_seconds", seconds, ids + (stage,))
+        out.add("npumon_probe_baseline_seconds", probe.baseline_seconds, ids)
+        out.add("npumon_probe_last_run_timestamp_seconds", probe.time, ids)
+        if probe.state == FAILED:
+            code = "" if probe.error_code is None else str(probe.error_code)
+            out.add("npumon_probe_failure_info", 1, ids + (probe.failed_stage, code))
+
+
+SPEC = SourceSpec(SOURCE_NAME, build, section=Section("probe", ProbeConfig,
+                                                      lambda section, config: probe_config_problems(section)),
+                  chip_facts=chip_facts, metrics=METRICS, export=export)

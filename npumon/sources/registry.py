@@ -1,0 +1,20 @@
+"""THE list of sources. `npumon check` and the daemon both walk it; so do the config schema (sections), the
+rules (facts) and the exporter (metric families). Adding a source is one module with a SPEC plus one line here.
+
+Order matters only where a source builds on another's part of the Snapshot: npu-smi lists the chips, the host
+source then sets the host part (and each chip's PCIe link), and the sources after it add to those.
+"""
+
+from .ambient import SPEC as AMBIENT
+from .host.source import SPEC as HOST
+from .npusmi.source import SPEC as NPU_SMI
+from .probe.source import SPEC as PROBE
+from .serving import SPEC as SERVING
+
+SOURCES = (
+    NPU_SMI,  # the main table (the primary tier: rules follow it) and the -t queries
+    HOST,  # CPU, NUMA, memory, versions, device files, PCIe links
+    SERVING,  # the inference server's request queue depth
+    AMBIENT,  # the inlet/board temperature for the fan governor
+    PROBE,  # the liveness probe on the NPU
+)

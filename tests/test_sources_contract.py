@@ -1,0 +1,198 @@
+"""The source contract: every listed source satisfies it; a new source is one module plus one line in the list
+(the README's worked example, tests/example_source.py, registered through the same list); and no Snapshot
+part is changed after it is published."""
+
+import dataclasses
+import json
+import os
+import threading
+import time
+
+import pytest
+from prometheus_client import generate_latest
+
+import example_source
+from npumon.cli.main import main as npumon_main
+from npumon.config.load import parse_config
+from npumon.config.schema import SECTIONS, Config
+from npumon.model import HostSample
+from npumon.outputs.exporter import ExporterView, build_registry
+from npumon.outputs.report import status_document
+from npumon.rules.engine import RuleEngine
+from npumon.rules.loader import load_rules
+from npumon.sim.queue_server import QueueServer
+from npumon.sim.simulation import prepare_simulation
+from npumon.sources import registry
+from npumon.sources.base import Parts, Source, SourceContext
+from npumon.sources.collection import SourceSet
+from npumon.sources.runner import CommandRunner
+from npumon.sources.target import Target
+
+EVERYTHING_ON = """\
+serving: {enabled: true, url: "http://127.0.0.1:1/metrics", timeout_seconds: 0.5}
+probe: {enabled: true, timeout_seconds: 2, round_timeout_seconds: 3, sync_timeout_ms: 1000}
+control: {ambient: {sensor: hwmon, hwmon_name: nothing-here}}
+npu_smi_timeout_seconds: 2
+"""
+
+
+def built_sources(tmp_path, text=EVERYTHING_ON):
+    config = parse_config(text)
+    target = Target([str(tmp_path / "no-npu-smi")], None, str(tmp_path))
+    runner = CommandRunner(target.npu_smi_argv, 2.0)
+    return [(spec, spec.build(SourceContext(config, target, runner))) for spec in registry.SOURCES]
+
+
+def test_every_listed_source_satisfies_the_contract(tmp_path):
+    names = [spec.name for spec in registry.SOURCES]
+    assert len(set(names)) == len(names)
+    tiers = []
+    for spec, source in built_sources(tmp_path):
+        assert source is not None, spec.name  # everything is on in this config
+        assert isinstance(source, Source) and source.name == spec.name
+        own = source.tiers()
+        assert own and own[0].name == spec.name, "a source's first tier carries its name"
+        tiers.extend(own)
+        for tier in own:  # on a host without npu-smi, hardware or endpoints: no source raises
+            retry = source.poll(tier.name, [])
+            assert retry is None or retry > 0
+        statuses = source.statuses(time.time())
+        assert set(statuses) <= {tier.name for tier in own}
+        before = Parts(time=time.time(), host=HostSample(hostname="h"))
+        after = source.contribute(before, before.time)
+        assert isinstance(after, Parts) and before.host == HostSample(hostname="h")
+        source.close()
+    assert len({tier.name for tier in tiers}) == len(tiers)
+    assert [tier.name for tier in tiers if tier.primary] == ["npu-smi"]  # exactly one primary tier
+
+
+def test_every_declaration_is_well_formed():
+    keys = [section.key for section in SECTIONS]
+    assert len(set(keys)) == len(keys) and set(keys) <= {field.name for field in dataclasses.fields(Config)}
+    for section in SECTIONS:  # the defaults of every section pass its own checks
+        assert section.problems(getattr(Config(), section.key), Config()) == [], section.key
+    families = [metric.name for spec in registry.SOURCES for metric in spec.metrics]
+    assert len(set(families)) == len(families) and all(name.startswith("npumon_") for name in families)
+    for spec in registry.SOURCES:
+        assert (spec.export is None) == (not spec.metrics), spec.name
+
+
+def test_a_source_that_is_off_is_not_built(tmp_path):
+    off = "serving: {enabled: false}\nprobe: {enabled: false}\npoll: {host_seconds: 0}\n"
+    assert [spec.name for spec, source in built_sources(tmp_path, off) if source is not None] == ["npu-smi"]
+
+
+# -- the worked example: one module plus one line in the list --------------------------------------------------
+
+
+@pytest.fixture
+def with_example(monkeypatch):
+    monkeypatch.setattr(registry, "SOURCES", registry.SOURCES + (example_source.SPEC,))
+
+
+@pytest.fixture
+def reset_host(tmp_path):
+    return prepare_simulation(str(tmp_path / "sim"), "healthy", time_scale=0)
+
+
+def write_resets(sim, text):
+    path = os.path.join(sim.root, example_source.LOG_PATH)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write(text)
+
+
+def test_the_example_source_shows_in_check_json_metrics_and_a_rule(tmp_path, with_example, reset_host):
+    sim = reset_host
+    write_resets(sim, "0 0 5\n1 0 1\n")
+    rule_file = tmp_path / "resets.yaml"
+    rule_file.write_text(example_source.RULE)
+    config = parse_config("probe: {enabled: false}\nrule_files: [%s]\n" % rule_file)
+    collection = SourceSet(config, Target(sim.npu_smi_argv, sim.env, sim.root, simulated=True))
+    try:
+        snapshot = collection.collect_once()
+    finally:
+        collection.close()
+    rules, params = load_rules(config.rule_files)
+    findings = RuleEngine(rules, params).evaluate(snapshot, snapshot.time)
+    document = status_document(snapshot, findings)
+    assert document["sources"]["chip-resets"]["ok"] is True
+    assert [chip.get("reset_count") for chip in document["chips"][:3]] == [5, 1, None]
+    assert [(f.rule, f.subject, f.summary) for f in findings if f.rule == "chip-reset-often"] == [
+        ("chip-reset-often", "npu0/chip0", "reset 5 times")]
+    text = generate_latest(build_registry(lambda: ExporterView(snapshot, findings))).decode()
+    assert 'npumon_chip_resets{chip="0",npu="0"} 5.0' in text
+    assert 'npumon_source_up{source="chip-resets"} 1.0' in text
+
+
+def test_the_example_source_through_the_command_line(tmp_path, with_example, capsys, monkeypatch):
+    # `npumon check --simulate` prepares its own simulated host: the reset log goes into its host tree.
+    real_prepare = prepare_simulation
+
+    def prepare_with_log(state_dir, *args, **kwargs):
+        sim = real_prepare(state_dir, *args, **kwargs)
+        write_resets(sim, "2 0 9\nnot a line\n")
+        return sim
+
+    monkeypatch.setattr("npumon.sim.simulation.prepare_simulation", prepare_with_log)
+    code = npumon_main(["check", "--simulate", "--no-probe", "--json"])
+    document = json.loads(capsys.readouterr().out)
+    status = document["sources"]["chip-resets"]
+    assert not status["ok"] and status["error"].endswith("npu-resets:2: expected 'NPU CHIP COUNT', got 'not a line'")
+    assert code == 1  # the source is down: source-down warns, exactly as for a built-in source
+
+
+# -- published snapshots are never changed --------------------------------------------------------------------
+
+
+def fingerprint(snapshot):
+    return json.dumps(dataclasses.asdict(snapshot), sort_keys=True, default=repr)
+
+
+def test_published_snapshots_stay_as_they_were_while_sources_keep_polling(tmp_path):
+    sim = prepare_simulation(str(tmp_path / "sim"), "cpu-bottleneck")
+    config = parse_config("probe: {enabled: false}\nserving: {interval_seconds: 1}\n")
+    with QueueServer(str(tmp_path / "sim")) as queue:
+        target = Target(sim.npu_smi_argv, sim.env, sim.root, simulated=True, serving_url=queue.url)
+        collection = SourceSet(config, target)
+        try:
+            published = [collection.collect_once()]
+            prints = [fingerprint(published[0])]
+            for _ in range(3):
+                threads = [threading.Thread(target=collection.poll, args=(tier.name,)) for tier in collection.tiers()
+                           if tier.interval > 0]
+                for thread in threads:
+                    thread.start()
+                for thread in threads:
+                    thread.join()
+                published.append(collection.snapshot())
+                prints.append(fingerprint(published[-1]))
+        finally:
+            collection.close()
+    assert published[0].host.serving_queue_depth is not None and published[0].chips
+    assert [fingerprint(snapshot) for snapshot in published] == prints
+    assert published[0].host is not published[1].host  # every snapshot has parts of its own
+
+
+def test_a_stale_serving_depth_leaves_the_snapshot_although_the_host_facts_are_still_fresh(tmp_path):
+    """The serving source once wrote into the HostSample that the host source shares between snapshots, so the
+    old depth stayed until the next host poll (forever with poll.host_seconds: 0)."""
+    sim = prepare_simulation(str(tmp_path / "sim"), "cpu-bottleneck", time_scale=0)
+    config = parse_config("probe: {enabled: false}\nmax_age_seconds: 60\n"
+                          "poll: {host_seconds: 300}\nserving: {interval_seconds: 15}\n")
+    clock = [1000.0]
+    with QueueServer(str(tmp_path / "sim")) as queue:
+        target = Target(sim.npu_smi_argv, sim.env, sim.root, simulated=True, serving_url=queue.url)
+        collection = SourceSet(config, target, clock=lambda: clock[0])
+        try:
+            collection.poll("npu-smi")
+            collection.poll("host")
+            collection.poll("serving-queue")
+            assert collection.snapshot().host.serving_queue_depth > 0
+            clock[0] += 100  # the depth (fresh for 60 s) is stale; the host facts (fresh for 600 s) are not
+            later = collection.snapshot()
+        finally:
+            collection.close()
+    assert later.host.cpu_count is not None and later.sources["host"].ok
+    assert later.host.serving_queue_depth is None
+    assert not later.sources["serving-queue"].ok and later.sources["serving-queue"].error.startswith("stale")
