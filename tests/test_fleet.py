@@ -19,7 +19,7 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from npumon.fleet.client import PrometheusClient, PrometheusError, redact_url
-from npumon.fleet.fleet import render_findings, render_text, view_document
+from npumon.fleet.render import render_findings, render_text, view_document
 from npumon.fleet.series import snapshot_from_series, subject_facts
 from npumon.fleet.view import FindingRow, build_view, sorted_hosts, worst_chips
 from npumon.model import MIB, ChipSample, HostSample, NumaNode, PcieLink, Snapshot, SourceStatus
