@@ -2,15 +2,8 @@
 
 It reads Prometheus's HTTP query API only; it never scrapes a host itself. It shows hosts up and down,
 the worst chips, and the active findings (`npumon_finding_active`) with their summaries and hints.
-
-Hints: the metric carries only rule, severity and subject. The summary and hint templates of a rule id are
-in the rule files, which this command loads locally (the built-in rules, plus the `rule_files` of
-`--config`, the same loading as `npumon check`). They are rendered with facts rebuilt from the host's
-series in Prometheus (one query per host with findings): temperatures, power, utilisation, memory, ECC,
-error codes, host CPU and sources. What Prometheus does not hold (error information text, process names)
-prints as `n/a`; `npumon check` on the host, or its /status, gives the full text.
-
-The host of a series is its `host` label (`--host-label`), or its `instance` where it has none.
+The hints' templates come from the rule files, loaded locally (the built-in rules, plus the `rule_files`
+of `--config`, the same loading as `npumon check`).
 
 Exit codes: 0 the fleet was read, 1 Prometheus could not be read, 2 bad usage or config.
 """
@@ -86,4 +79,3 @@ def cmd_fleet(args: argparse.Namespace) -> int:
     else:
         print(render_text(view, args.top, args.sort, hints=not args.no_hints))
     return 0
-
