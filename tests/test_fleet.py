@@ -18,10 +18,12 @@ import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from npumon.outputs.exporter import ExporterView, build_registry
-from npumon.fleet.fleet import (FindingRow, PrometheusClient, PrometheusError, build_view, redact_url, render_findings,
-                          render_text, snapshot_from_series, sorted_hosts, subject_facts, view_document, worst_chips)
+from npumon.fleet.client import PrometheusClient, PrometheusError, redact_url
+from npumon.fleet.render import render_findings, render_text, view_document
+from npumon.fleet.series import snapshot_from_series, subject_facts
+from npumon.fleet.view import FindingRow, build_view, sorted_hosts, worst_chips
 from npumon.model import MIB, ChipSample, HostSample, NumaNode, PcieLink, Snapshot, SourceStatus
+from npumon.outputs.exporter import ExporterView, build_registry
 from npumon.rules.loader import load_rules
 
 NOW = 1767225600.0

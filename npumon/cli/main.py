@@ -23,7 +23,7 @@ from ..config.load import load_config
 from ..config.schema import Config
 from .control import add_control_commands
 from .events import add_event_commands
-from ..fleet.fleet import add_fleet_command
+from ..fleet.cli import add_fleet_command
 from ..sim.fleet import add_fleet_sim_command
 from .notify import add_notify_commands
 from ..outputs.report import EXIT_CODES, SCHEMA, nagios_line, render_table, rfc3339, status_document

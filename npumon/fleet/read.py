@@ -1,0 +1,64 @@
+"""Reading the fleet from Prometheus: the fleet-wide queries, then one query per host with findings for
+the series its hints are rendered from. The only module of the fleet that queries.
+"""
+
+import json
+import time
+from typing import Any, Dict, Optional, Sequence
+
+from .client import PrometheusClient, PrometheusError
+from .render import render_findings
+from .series import host_of, subject_facts
+from .view import FleetView, build_view
+
+# name -> PromQL; {jobs} is the job matcher.
+FLEET_QUERIES = {
+    "up": 'up{{{jobs}}}',
+    "chip_info": 'npumon_chip_info{{{jobs}}}',
+    "health": 'npumon_chip_health{{{jobs}}} == 1',
+    "temperature": 'npumon_chip_temperature_celsius{{{jobs}}}',
+    "power": 'npumon_chip_power_watts{{{jobs}}}',
+    "aicore": 'npumon_chip_utilization_ratio{{{jobs},engine="aicore"}}',
+    "ecc_double": 'sum without (memory, bit) (npumon_chip_ecc_errors{{{jobs},bit="double"}})',
+    "isolated_pages": 'sum without (memory) (npumon_chip_ecc_isolated_pages{{{jobs}}})',
+    "sources_down": 'npumon_source_up{{{jobs}}} == 0 unless on (job, instance, source) '
+                    'npumon_source_unsupported{{{jobs}}} == 1',
+    "findings": 'npumon_finding_active{{{jobs}}} == 1',
+}
+JOB_DISCOVERY = 'group by (job) (last_over_time(npumon_build_info[1h]))'
+
+
+def _label_value(value: str) -> str:
+    return json.dumps(value)  # a PromQL string literal: double quotes, backslash escapes
+
+
+def read_fleet(client: PrometheusClient, jobs: Optional[Sequence[str]], host_label: str,
+               rules: Dict[str, Any], params: Dict[str, float]) -> FleetView:
+    """The fleet at one instant, of the given jobs or else of every job with npumon_build_info of the last hour."""
+    if not jobs:
+        jobs = sorted({labels.get("job", "") for labels, _ in client.query(JOB_DISCOVERY)} - {""})
+        if not jobs:
+            raise PrometheusError("Prometheus at {} has no npumon_build_info series from the last hour: is it "
+                                  "scraping npumon? (or name the scrape job with --job)".format(client.display_url))
+    job_matcher = 'job=~{}'.format(_label_value("|".join(_regex_escape(job) for job in jobs)))
+    now = time.time()
+    results = {name: client.query(expr.format(jobs=job_matcher), at=now) for name, expr in FLEET_QUERIES.items()}
+    # A finding's host is its host label, or its instance: select the host's series by the same label.
+    selecting_label = {host_of(labels, host_label): host_label if labels.get(host_label) else "instance"
+                       for labels, _ in results["findings"]}
+    cache: Dict[str, Dict[str, Dict[str, Any]]] = {}
+
+    def facts_of_host(host: str) -> Dict[str, Dict[str, Any]]:
+        if host not in cache:
+            selector = '{{{},{}={},__name__=~"npumon_(chip|host|source|snapshot)_.+"}}'.format(
+                job_matcher, selecting_label.get(host, host_label), _label_value(host))
+            cache[host] = subject_facts(client.query(selector, at=now))
+        return cache[host]
+
+    findings = render_findings(results["findings"], host_label, rules, params, facts_of_host)
+    return build_view(client.display_url, jobs, now, results, findings, host_label)
+
+
+def _regex_escape(text: str) -> str:
+    """A job name matched literally inside `job=~"..."` (a job may hold dots or other regex characters)."""
+    return "".join("\\" + char if char in ".^$*+?()[]{}|\\" else char for char in text)
