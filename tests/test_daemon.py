@@ -315,7 +315,7 @@ def test_journal_formatter_tags_every_line_with_its_priority():
 
 def test_logs_carry_priorities_only_when_stderr_is_the_journal(tmp_path, monkeypatch):
     log_file = tmp_path / "stderr.log"
-    script = ("import logging; from npumon.cli.main import setup_logging; setup_logging('info'); "
+    script = ("import logging; from npumon.cli.common import setup_logging; setup_logging('info'); "
               "logging.getLogger('npumon.test').warning('disk full')")
     with open(log_file, "wb") as stderr:
         info = os.fstat(stderr.fileno())

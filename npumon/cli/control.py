@@ -28,20 +28,23 @@ from ..services.control.drivers import DriverResult, apply_safe_state, build_fan
 from ..services.control.policy import FanPolicy, manual_duty_problem
 from ..services.control.power import apply_step, chip_family, plan_profile, profiles_for
 from ..services.control.service import STATE_FILE
+from ..sources.target import NpuSmiMissing
+from ..config.errors import ConfigError
+from ..config.load import load_config
+from .common import USAGE_ERROR, UserError, add_common, open_target, setup_logging
 
 log = logging.getLogger("npumon.services.control")
 
 DONE = 0
 REFUSED = 1
-USAGE_ERROR = 2
 
 
 class _Refused(Exception):
     """The request is refused (or the hardware failed): one line, exit 1."""
 
 
-def add_control_commands(commands: "argparse._SubParsersAction", add_common: Callable) -> None:
-    """Register `control` with the `npumon` parser; `add_common` adds --config, --simulate, ..."""
+def add_control_commands(commands: "argparse._SubParsersAction") -> None:
+    """Register `control` with the `npumon` parser."""
     control = commands.add_parser(
         "control", help="fan and power control: status, fan --duty/--auto/--safe, power PROFILE",
         description="Fans and power knobs, through the same safety checks as the daemon's governor. Acts only "
@@ -313,11 +316,6 @@ def _event_recorder(config) -> Callable[..., None]:
 
 
 def _run(args: argparse.Namespace, body: Callable[[_Session], int]) -> int:
-    from .main import UserError, open_target, setup_logging
-    from ..sources.target import NpuSmiMissing
-    from ..config.errors import ConfigError
-    from ..config.load import load_config
-
     try:
         config = load_config(args.config)
         # the printed line is the answer; the audit lines (INFO) go to the event history, and to stderr on request

@@ -5,34 +5,26 @@ other command exits 0 on success and 2 on bad usage or bad config, with a one-li
 """
 
 import argparse
-import contextlib
 import dataclasses
 import json
 import logging
 import os
-import shutil
 import sys
-import tempfile
-from typing import Iterator, List, Optional, Sequence
+from typing import List, Optional, Sequence
 
 from .. import __version__
 from ..sources.collection import Collector
-from ..sources.target import NpuSmiMissing, Target, find_npu_smi
+from ..sources.target import NpuSmiMissing
 from ..config.errors import ConfigError
 from ..config.load import load_config
 from ..config.schema import Config
+from .common import USAGE_ERROR, UserError, add_common, open_target, setup_logging
 from .control import add_control_commands
 from .events import add_event_commands
 from ..fleet.fleet import add_fleet_command
 from ..sim.fleet import add_fleet_sim_command
 from .notify import add_notify_commands
 from ..outputs.report import EXIT_CODES, SCHEMA, nagios_line, render_table, rfc3339, status_document
-
-USAGE_ERROR = 2
-
-
-class UserError(Exception):
-    """A mistake the user can fix; printed as one line."""
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -57,7 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     check = commands.add_parser("check", help="one pass of every check; Nagios exit code",
                                 description="Collect once, evaluate every rule once, print the result and exit "
                                             "0 OK, 1 WARNING, 2 CRITICAL or 3 UNKNOWN.")
-    _add_common(check)
+    add_common(check)
     check.add_argument("--json", action="store_true", help="print the npumon.check/v1 JSON document")
     check.add_argument("--textfile", metavar="DIR",
                        help="also write the metrics to DIR/npumon.prom for node_exporter's textfile collector")
@@ -67,7 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = commands.add_parser("run", help="the daemon: poll, judge, serve /metrics /status /healthz",
                               description="Run the monitoring daemon in the foreground (systemd Type=notify).")
-    _add_common(run)
+    add_common(run)
     run.add_argument("--listen", metavar="ADDR:PORT", help="HTTP listen address (default: the config's, 0.0.0.0:9842)")
     run.add_argument("--sim-state", metavar="DIR",
                      help="with --simulate: keep the simulation's state in DIR (created or reset, kept at exit), "
@@ -82,20 +74,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_event_commands(commands)  # `events` and `ack`
     add_notify_commands(commands)  # `notify test`
-    add_control_commands(commands, _add_common)  # `control status|fan|power`
+    add_control_commands(commands)  # `control status|fan|power`
     add_fleet_command(commands)  # `fleet`: the fleet from Prometheus
     add_fleet_sim_command(commands)  # `fleet-sim`: simulated hosts and a Prometheus on this machine
     return parser
-
-
-def _add_common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", "-c", metavar="FILE", help="YAML config file (default: built-in defaults)")
-    parser.add_argument("--simulate", nargs="?", const="healthy", metavar="SCENARIO",
-                        help="run against a simulated host instead of real hardware (default scenario: healthy; "
-                             "see `npumon scenarios`)")
-    parser.add_argument("--sim-product", metavar="PRODUCT", help="simulated product (default: the scenario's)")
-    parser.add_argument("--log-level", choices=("debug", "info", "warning", "error"),
-                        help="log level (default: the config's, info)")
 
 
 def _time_scale(text: str) -> float:
@@ -106,55 +88,6 @@ def _time_scale(text: str) -> float:
     if not (0 < factor <= 100000):  # also refuses nan and inf
         raise argparse.ArgumentTypeError("must be a number above 0 and at most 100000, got {!r}".format(text))
     return factor
-
-
-def setup_logging(level: str) -> None:
-    from ..daemon.sdnotify import JournalFormatter, stderr_is_journal
-
-    handler = logging.StreamHandler(sys.stderr)
-    if stderr_is_journal():  # journald stamps every line itself and reads the <priority> prefix
-        handler.setFormatter(JournalFormatter("%(levelname)s %(name)s: %(message)s"))
-    else:  # people running it by hand want the time
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    logging.basicConfig(handlers=[handler], force=True)
-    set_log_level(level)
-
-
-def set_log_level(level: str) -> None:
-    """Also used when a reloaded config changes log_level."""
-    logging.getLogger().setLevel(getattr(logging, level.upper()))
-    # APScheduler logs every job run at INFO: that is noise in a journal, its warnings still show.
-    logging.getLogger("apscheduler").setLevel(max(logging.WARNING, logging.getLogger().level))
-
-
-@contextlib.contextmanager
-def open_target(args: argparse.Namespace, config: Config, require_npu_smi: bool = True) -> Iterator[Target]:
-    """The real host, or a simulated one living in a temporary state directory for this command.
-    The daemon starts without npu-smi (it reports the source down until npu-smi appears); `check` cannot."""
-    if args.simulate is None:
-        yield Target([find_npu_smi(config.npu_smi) if require_npu_smi else config.npu_smi], None, config.root)
-        return
-    from ..sim import ScenarioError, prepare_simulation
-
-    kept_state_dir = getattr(args, "sim_state", None)  # `run --sim-state DIR`: the caller owns DIR
-    state_dir = kept_state_dir or tempfile.mkdtemp(prefix="npumon-sim-")
-    try:
-        try:
-            sim = prepare_simulation(state_dir, args.simulate, product=args.sim_product,
-                                     time_scale=getattr(args, "sim_time_scale", 1.0))
-        except ScenarioError as exc:
-            raise UserError(str(exc)) from None
-        except OSError as exc:  # an unusable --sim-state directory
-            raise UserError("simulation state {}: {}".format(state_dir, exc.strerror or exc)) from None
-        from ..sim.queue_server import QueueServer
-
-        # The simulated inference server's metrics endpoint, read by the serving source over real HTTP.
-        with QueueServer(state_dir) as queue:
-            yield Target(sim.npu_smi_argv, sim.env, sim.root, simulated=True, serving_url=queue.url,
-                         sim_state_dir=state_dir)
-    finally:
-        if not kept_state_dir:
-            shutil.rmtree(state_dir, ignore_errors=True)
 
 
 def load_rule_engine(config: Config, one_shot: bool):

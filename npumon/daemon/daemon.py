@@ -427,7 +427,7 @@ class Daemon:
             self.collector = Collector(config, self.target)
         self.config = config
         if self._log_level is None:
-            from ..cli.main import set_log_level
+            from ..cli.common import set_log_level
 
             set_log_level(config.log_level)
         self._stop_services(self.services)
