@@ -10,7 +10,8 @@ import pytest
 
 from npumon.services.events.store import EventStore, KnownChip, events_path
 from npumon.cli.events import acknowledge
-from npumon.services.events.service import EventService, SeenChip, chip_changes, event_services, observe_chips
+from npumon.services.events.observe import SeenChip, chip_changes, observe_chips
+from npumon.services.events.service import EventService, event_services
 from npumon.model import ChipSample, HostSample, Snapshot, SourceStatus
 from npumon.rules.engine import RuleEngine
 from npumon.rules.loader import load_rules
