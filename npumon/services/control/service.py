@@ -25,7 +25,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from ...model import Finding, Snapshot
+from ...model import Finding, Snapshot, SourceStatus
 from .drivers import (AUTO, FULL_SPEED, MANUAL, DriverResult, FanDriver, FanReading, Probe, apply_safe_state,
                       build_fan_driver, driver_from_spec)
 from .policy import (CURVE, GO_SAFE, HOLD, MISSING, RATE_LIMIT, SAFE, SET_DUTY, STARTING, Decision, FanPolicy,
@@ -129,6 +129,9 @@ class ControlService:
 
     def collectors(self) -> List[object]:
         return [ControlMetrics(self)]
+
+    def statuses(self) -> Dict[str, SourceStatus]:
+        return {}  # the fans' state is in npumon_control_* and the event history, not a source
 
     def close(self) -> None:
         """Fans to the safe state (npumon stops or reloads), then let the watchdog go."""

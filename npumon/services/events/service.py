@@ -96,10 +96,12 @@ class EventService:
     def on_evaluation(self, snapshot: Snapshot, findings: List[Finding],
                       transitions: List[Tuple[str, Finding]]) -> None:
         self._enqueue(_Evaluation(snapshot.time, observe_chips(snapshot), list(transitions)), len(transitions))
-        # Show the history's state with the sources. A new dict, assigned at once: readers iterating the old
-        # one are not disturbed. (The rules have already judged this snapshot, so a history problem never
-        # counts as a failing hardware source.)
-        snapshot.sources = {**snapshot.sources, SOURCE_NAME: self.status()}
+
+    def statuses(self) -> Dict[str, SourceStatus]:
+        """The history's state, which the daemon shows with the sources of the snapshot it publishes (the
+        rules have already judged that snapshot, so a history problem never counts as a failing hardware
+        source)."""
+        return {SOURCE_NAME: self.status()}
 
     def collectors(self) -> List[object]:
         return [self._collector]  # the same object each time: the daemon unregisters what it registered
