@@ -15,11 +15,8 @@ Exit codes: 0 done (or dry run, or nothing to do), 1 refused or the hardware fai
 import argparse
 import json
 import logging
-import os
 import sys
 from typing import Any, Callable, Dict, List, Optional, Tuple
-
-import psutil
 
 from ..sources.npusmi.table import parse_info
 from ..sources.npusmi.common import NpuSmiParseError
@@ -27,7 +24,7 @@ from ..sources.runner import CommandRunner
 from ..services.control.drivers import DriverResult, apply_safe_state, build_fan_driver, npu_smi_problem
 from ..services.control.policy import FanPolicy, manual_duty_problem
 from ..services.control.power import apply_step, chip_family, plan_profile, profiles_for
-from ..services.control.service import STATE_FILE
+from ..services.control.statefile import running_daemon
 from ..sources.target import NpuSmiMissing
 from ..config.errors import ConfigError
 from ..config.load import load_config
@@ -218,19 +215,6 @@ def _status_lines(report: Dict[str, Any]) -> List[Tuple[str, str]]:
         lines.append(("power", "{}: {}".format(", ".join(power["chips"]), profiles or
                                                "no power knob on this product")))
     return lines
-
-
-def running_daemon(state_dir: str) -> Optional[Dict[str, Any]]:
-    """What a running `npumon run` with control enabled last wrote to <state_dir>/control.json, or None."""
-    try:
-        with open(os.path.join(state_dir, STATE_FILE), encoding="utf-8") as handle:
-            state = json.load(handle)
-        process = psutil.Process(int(state["pid"]))
-        if process.pid == os.getpid() or not any("npumon" in word for word in process.cmdline()):
-            return None  # a stale file whose pid now belongs to something else
-    except (OSError, ValueError, KeyError, TypeError, psutil.Error):
-        return None
-    return state
 
 
 # -- the session: config, target, audit -------------------------------------------------------------------
