@@ -51,7 +51,7 @@ def check_pass(runs: int = 5):
 def npumon_own_cost(runs: int = 5):
     """npumon's own CPU per pass (collection, parsing, rules), without the simulated npu-smi processes,
     which stand in for a real npu-smi whose cost npumon does not control."""
-    from npumon.cli.main import load_rule_engine
+    from npumon.cli.check import load_rule_engine
     from npumon.sources.collection import SourceSet
     from npumon.sources.target import Target
     from npumon.config.schema import Config

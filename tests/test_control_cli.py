@@ -10,6 +10,7 @@ import sys
 
 import pytest
 
+from npumon.cli import control as control_cli
 from npumon.cli import main as cli
 from npumon.services.events.store import EventStore, events_path
 from npumon.sim.knobs import read_knobs
@@ -18,7 +19,7 @@ from npumon.sim.simulation import prepare_simulation
 
 @pytest.fixture
 def make_host(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(cli, "setup_logging", lambda level: None)  # leave pytest's log capture alone
+    monkeypatch.setattr(control_cli, "setup_logging", lambda level: None)  # leave pytest's log capture alone
 
     def make(product, control="  enabled: true\n", where=""):
         host = Host(tmp_path / where if where else tmp_path, product, control, capsys)

@@ -5,6 +5,7 @@ and the chips cooling as the duty rises. A 910B host reports fan control unavail
 
 import dataclasses
 import json
+import logging
 import shutil
 import subprocess
 import time
@@ -19,7 +20,8 @@ from npumon.sources.ambient import AmbientSource, mcu_temperatures
 from npumon.sources.base import Parts
 from npumon.services.control.drivers import DriverResult, FanReading, HwmonFanDriver, NpuSmiFanDriver, Probe
 from npumon.services.control.policy import CURVE, SAFE
-from npumon.services.control.service import REPROBE_SECONDS, STATE_FILE, ControlService, control_services
+from npumon.services.control.service import REPROBE_SECONDS, ControlService, control_services
+from npumon.services.control.statefile import STATE_FILE
 from npumon.services.control.settings import AmbientConfig
 from npumon.model import ChipSample, HostSample, Snapshot, SourceStatus
 from npumon.sim.simulation import prepare_simulation
@@ -203,6 +205,26 @@ def test_stopping_puts_the_fans_in_the_safe_state_and_disarms_the_watchdog(tmp_p
     assert events.messages()[-1] == "put the fans in the safe state (full duty) (npumon is stopping)"
     service.tick()  # a tick that was queued before the stop does nothing
     assert fans.calls[-1] == ("duty", 100)
+
+
+def test_control_json_is_written_when_the_state_changes_and_retried_after_a_failure(tmp_path, caplog):
+    from npumon.services.control.statefile import StateFile
+
+    state_file = StateFile(str(tmp_path / "missing"))
+    with caplog.at_level(logging.WARNING, logger="npumon.services.control.statefile"):
+        state_file.write({"pid": 1, "mode": "curve"}, 10.0)
+        state_file.write({"pid": 1, "mode": "curve"}, 11.0)
+    assert [record.getMessage().split(" (")[0] for record in caplog.records] == [
+        "cannot write {}".format(tmp_path / "missing" / STATE_FILE)]  # said once, tried again
+    (tmp_path / "missing").mkdir()
+    state_file.write({"pid": 1, "mode": "curve"}, 12.0)
+    assert json.loads((tmp_path / "missing" / STATE_FILE).read_text()) == {"pid": 1, "mode": "curve", "written": 12.0}
+    state_file.write({"pid": 1, "mode": "curve"}, 13.0)  # nothing changed: not rewritten
+    assert json.loads((tmp_path / "missing" / STATE_FILE).read_text())["written"] == 12.0
+    assert len(caplog.records) == 1
+    state_file.remove()
+    state_file.remove()  # already gone: fine
+    assert not (tmp_path / "missing" / STATE_FILE).exists()
 
 
 def test_fans_changed_outside_npumon_are_put_back():

@@ -258,6 +258,9 @@ def test_stop_is_bounded_even_when_a_service_will_not_close(tmp_path, sim, monke
         def collectors(self):
             return []
 
+        def statuses(self):
+            return {}
+
         def close(self):
             time.sleep(30)
 
@@ -270,6 +273,38 @@ def test_stop_is_bounded_even_when_a_service_will_not_close(tmp_path, sim, monke
     still_running = daemon.stop()
     assert time.monotonic() - started < daemon_module.STOP_GRACE_SECONDS + 1
     assert still_running == ["closing services"]
+
+
+def test_what_services_show_is_published_on_a_copy_of_the_snapshot(tmp_path, sim, monkeypatch, running):
+    handed = []
+
+    class ShowingService:
+        name = "showing"
+
+        def jobs(self):
+            return []
+
+        def on_evaluation(self, snapshot, findings, transitions):
+            handed.append((snapshot, dict(snapshot.sources)))
+
+        def collectors(self):
+            return []
+
+        def statuses(self):
+            return {"showing": SourceStatus(ok=False, error="shown")}
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(daemon_module, "build_services", lambda daemon: [ShowingService()])
+    daemon = running(Daemon(load(fast_config(tmp_path)), sim(), listen="127.0.0.1:0"))
+    wait_until(lambda: daemon.state().polls, what="a poll")
+    published = daemon.state().snapshot
+    assert published.sources["showing"] == SourceStatus(ok=False, error="shown")
+    assert daemon.status()["sources"]["showing"]["error"] == "shown"
+    assert "npu-smi" in published.sources
+    snapshot, sources_then = next((s, seen) for s, seen in handed if s.time == published.time)
+    assert snapshot is not published and "showing" not in snapshot.sources and snapshot.sources == sources_then
 
 
 def test_start_refuses_a_port_in_use_and_leaves_nothing_running(tmp_path, sim):
@@ -316,7 +351,7 @@ def test_journal_formatter_tags_every_line_with_its_priority():
 
 def test_logs_carry_priorities_only_when_stderr_is_the_journal(tmp_path, monkeypatch):
     log_file = tmp_path / "stderr.log"
-    script = ("import logging; from npumon.cli.main import setup_logging; setup_logging('info'); "
+    script = ("import logging; from npumon.cli.common import setup_logging; setup_logging('info'); "
               "logging.getLogger('npumon.test').warning('disk full')")
     with open(log_file, "wb") as stderr:
         info = os.fstat(stderr.fileno())

@@ -2,6 +2,7 @@
 chip changes recorded, acknowledgements applied, and a "restart" (a new service and a new engine on the
 same file) that neither forgets sticky findings nor logs the chips again."""
 
+import dataclasses
 import logging
 import textwrap
 import time
@@ -10,7 +11,8 @@ import pytest
 
 from npumon.services.events.store import EventStore, KnownChip, events_path
 from npumon.cli.events import acknowledge
-from npumon.services.events.service import EventService, SeenChip, chip_changes, event_services, observe_chips
+from npumon.services.events.observe import SeenChip, chip_changes, observe_chips
+from npumon.services.events.service import EventService, event_services
 from npumon.model import ChipSample, HostSample, Snapshot, SourceStatus
 from npumon.rules.engine import RuleEngine
 from npumon.rules.loader import load_rules
@@ -69,15 +71,18 @@ class Host:
             self.service = None
 
     def poll(self, offset, chips, health_ok=True, table_ok=True):
-        """One table job: evaluate, hand the result to the service, wait until it is written."""
+        """One table job: evaluate, hand the result to the service, wait until it is written; the snapshot as
+        the daemon publishes it (with the history's status among the sources)."""
         now = self.t0 + offset
         sources = {"npu-smi": SourceStatus(ok=table_ok, last_success=now),
                    "npu-smi:health": SourceStatus(ok=health_ok, last_success=now)}
         snap = Snapshot(time=now, host=HostSample(), chips=chips if table_ok else [], sources=sources)
         findings = self.engine.evaluate(snap)
         self.service.on_evaluation(snap, findings, self.engine.transitions())
+        published = dataclasses.replace(snap, sources={**snap.sources, **self.service.statuses()})
         assert self.service.flush()
-        return snap
+        assert set(snap.sources) == {"npu-smi", "npu-smi:health"}  # the snapshot handed over stays as it was
+        return published
 
     def events(self, **kwargs):
         store = EventStore(self.path, readonly=True)

@@ -15,11 +15,8 @@ Exit codes: 0 done (or dry run, or nothing to do), 1 refused or the hardware fai
 import argparse
 import json
 import logging
-import os
 import sys
 from typing import Any, Callable, Dict, List, Optional, Tuple
-
-import psutil
 
 from ..sources.npusmi.table import parse_info
 from ..sources.npusmi.common import NpuSmiParseError
@@ -27,21 +24,24 @@ from ..sources.runner import CommandRunner
 from ..services.control.drivers import DriverResult, apply_safe_state, build_fan_driver, npu_smi_problem
 from ..services.control.policy import FanPolicy, manual_duty_problem
 from ..services.control.power import apply_step, chip_family, plan_profile, profiles_for
-from ..services.control.service import STATE_FILE
+from ..services.control.statefile import running_daemon
+from ..sources.target import NpuSmiMissing
+from ..config.errors import ConfigError
+from ..config.load import load_config
+from .common import USAGE_ERROR, UserError, add_common, open_target, setup_logging
 
 log = logging.getLogger("npumon.services.control")
 
 DONE = 0
 REFUSED = 1
-USAGE_ERROR = 2
 
 
 class _Refused(Exception):
     """The request is refused (or the hardware failed): one line, exit 1."""
 
 
-def add_control_commands(commands: "argparse._SubParsersAction", add_common: Callable) -> None:
-    """Register `control` with the `npumon` parser; `add_common` adds --config, --simulate, ..."""
+def add_control_commands(commands: "argparse._SubParsersAction") -> None:
+    """Register `control` with the `npumon` parser."""
     control = commands.add_parser(
         "control", help="fan and power control: status, fan --duty/--auto/--safe, power PROFILE",
         description="Fans and power knobs, through the same safety checks as the daemon's governor. Acts only "
@@ -217,19 +217,6 @@ def _status_lines(report: Dict[str, Any]) -> List[Tuple[str, str]]:
     return lines
 
 
-def running_daemon(state_dir: str) -> Optional[Dict[str, Any]]:
-    """What a running `npumon run` with control enabled last wrote to <state_dir>/control.json, or None."""
-    try:
-        with open(os.path.join(state_dir, STATE_FILE), encoding="utf-8") as handle:
-            state = json.load(handle)
-        process = psutil.Process(int(state["pid"]))
-        if process.pid == os.getpid() or not any("npumon" in word for word in process.cmdline()):
-            return None  # a stale file whose pid now belongs to something else
-    except (OSError, ValueError, KeyError, TypeError, psutil.Error):
-        return None
-    return state
-
-
 # -- the session: config, target, audit -------------------------------------------------------------------
 
 
@@ -313,11 +300,6 @@ def _event_recorder(config) -> Callable[..., None]:
 
 
 def _run(args: argparse.Namespace, body: Callable[[_Session], int]) -> int:
-    from .main import UserError, open_target, setup_logging
-    from ..sources.target import NpuSmiMissing
-    from ..config.errors import ConfigError
-    from ..config.load import load_config
-
     try:
         config = load_config(args.config)
         # the printed line is the answer; the audit lines (INFO) go to the event history, and to stderr on request

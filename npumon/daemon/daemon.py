@@ -38,7 +38,7 @@ from ..config.schema import Config, ExporterConfig
 from ..services.control.service import control_services
 from ..services.events.service import event_services
 from ..outputs.exporter import ExporterView, build_registry
-from ..model import Finding, Snapshot
+from ..model import Finding, Snapshot, SourceStatus
 from ..services.notify.service import notify_services
 from ..outputs.report import SCHEMA, overall_status, rfc3339, status_document
 from ..rules.engine import RuleEngine
@@ -68,6 +68,8 @@ class Service(Protocol):
                       transitions: List[Tuple[str, Finding]]) -> None: ...  # quick: runs in the primary job
 
     def collectors(self) -> List[object]: ...  # extra prometheus_client collectors for /metrics
+
+    def statuses(self) -> Dict[str, SourceStatus]: ...  # shown with the snapshot's sources (e.g. "events")
 
     def close(self) -> None: ...
 
@@ -281,9 +283,13 @@ class Daemon:
         previous = self.state()
         if findings is None:  # the rules failed (logged): keep showing what they said last
             findings = previous.findings
-        # Services first, so what they add to the snapshot (e.g. the events source) shows with it.
+        # Services first, so what they show with the sources (e.g. the events source) is published with it.
         for service in services:
             self._guarded(service.name, service.on_evaluation, snapshot, findings, transitions)
+        shown: Dict[str, SourceStatus] = {}
+        for service in services:
+            shown.update(self._guarded(service.name, service.statuses) or {})
+        snapshot = dataclasses.replace(snapshot, sources={**snapshot.sources, **shown})  # never mutated in place
         with self._lock:
             self._state = DaemonState(snapshot=snapshot, findings=findings, last_progress=time.monotonic(),
                                       started=previous.started, polls=previous.polls + 1)
@@ -408,7 +414,7 @@ class Daemon:
             self.collection = SourceSet(config, self.target)
         self.config = config
         if self._log_level is None:
-            from ..cli.main import set_log_level
+            from ..cli.common import set_log_level
 
             set_log_level(config.log_level)
         self._stop_services(self.services)

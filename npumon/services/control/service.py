@@ -7,45 +7,34 @@
   example `npumon control fan` by hand). A driver call that fails sends the fans to the safe state in
   the same tick. Any exception in this code does too: a bug must not leave the fans at a low duty.
 * close() (daemon stop or reload) kills a driver call in flight and applies the safe state.
-* Every action and refusal is logged and recorded in the event history with its reason; the metrics are
-  npumon_control_actions_total{knob,result} and the duty/mode gauges (ControlMetrics).
+* Every action and refusal is logged and recorded in the event history with its reason (audit.py); the
+  metrics are npumon_control_actions_total{knob,result} and the duty/mode gauges (metrics.py).
 
-While it drives the fans it writes <state_dir>/control.json (its pid and what it did last), which
-`npumon control` reads to warn that a daemon will put its own duty back.
+While it drives the fans it writes <state_dir>/control.json (its pid and what it did last; statefile.py),
+which `npumon control` reads to warn that a daemon will put its own duty back.
 """
 
-import json
 import logging
 import os
-import tempfile
 import threading
 import time
-from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
-from prometheus_client.registry import Collector
-
-from ...model import Finding, Snapshot
-from .drivers import (AUTO, FULL_SPEED, MANUAL, DriverResult, FanDriver, FanReading, Probe, apply_safe_state,
-                      build_fan_driver, driver_from_spec)
+from ...model import Finding, Snapshot, SourceStatus
+from .audit import ACTION, REFUSED, ControlAudit, RecordEvent, describe
+from .drivers import (AUTO, FULL_SPEED, MANUAL, FanDriver, FanReading, Probe, apply_safe_state, build_fan_driver,
+                      driver_from_spec)
+from .metrics import ControlMetrics
 from .policy import (CURVE, GO_SAFE, HOLD, MISSING, RATE_LIMIT, SAFE, SET_DUTY, STARTING, Decision, FanPolicy,
                      GovernorState, Inputs, after_action, after_failure, after_outside_safe, decide,
                      inputs_from_snapshot)
 from .settings import ControlConfig
+from .statefile import StateFile
 from .watchdog import ACTED, WatchdogProcess
 
 log = logging.getLogger(__name__)
 
-STATE_FILE = "control.json"
 REPROBE_SECONDS = 300.0
-ACTION = "control_action"
-REFUSED = "control_refused"
-SUBJECT = "host"  # the event history's subjects are "host" or a chip; the knob is in the details
-KNOBS = ("fan_duty", "fan_mode")
-RESULTS = ("ok", "failed", "refused", "dry_run")
-_LOG_LEVELS = {"info": logging.INFO, "warning": logging.WARNING, "critical": logging.ERROR}
-
-RecordEvent = Callable[[str, str, str, Optional[str], Optional[dict]], None]
 
 
 def control_services(daemon) -> List["ControlService"]:
@@ -92,12 +81,12 @@ class ControlService:
         self.control = control
         self.policy = FanPolicy.from_config(control)
         self.driver = driver
-        self.record_event = record_event
+        self.audit = ControlAudit(record_event, control.safe_state, log)
         self.clock = clock
         self._driver_factory = driver_factory  # a fresh driver for close(): the loop's runner is aborted
         self._watchdog_factory = watchdog_factory
         self._heartbeat_timeout = heartbeat_timeout(control, driver_timeout)
-        self._state_path = None if state_dir is None else os.path.join(state_dir, STATE_FILE)
+        self._state_file = None if state_dir is None else StateFile(state_dir)
         self._ambient = control.ambient.sensor != "none"
         self._inputs_lock = threading.Lock()
         self._inputs = Inputs(MISSING, MISSING if self._ambient else None)
@@ -112,9 +101,7 @@ class ControlService:
         self.last_decision: Optional[Decision] = None
         self._last_block: Optional[str] = None
         self._crash_logged = False
-        self._actions: Dict[Tuple[str, str], int] = {(knob, result): 0 for knob in KNOBS for result in RESULTS}
         self._watchdog: Optional[WatchdogProcess] = None
-        self._state_written: Optional[Dict[str, Any]] = None
 
     # -- daemon.Service -------------------------------------------------------------------------------------
 
@@ -130,6 +117,9 @@ class ControlService:
     def collectors(self) -> List[object]:
         return [ControlMetrics(self)]
 
+    def statuses(self) -> Dict[str, SourceStatus]:
+        return {}  # the fans' state is in npumon_control_* and the event history, not a source
+
     def close(self) -> None:
         """Fans to the safe state (npumon stops or reloads), then let the watchdog go."""
         self._closed = True  # a tick that starts from now on does nothing
@@ -139,8 +129,8 @@ class ControlService:
             if self._took_over:
                 driver = self._driver_factory(self.driver.spec())
                 result = apply_safe_state(driver, self.control.safe_state)
-                self._record_result(self._safe_knob(), _describe(None, self.control.safe_state), "npumon is stopping",
-                                    result, "info")
+                self.audit.record_result(self.audit.safe_knob(), describe(None, self.control.safe_state),
+                                         "npumon is stopping", result, "info")
                 if watchdog is not None:
                     if result.ok:
                         watchdog.disarm()
@@ -149,11 +139,8 @@ class ControlService:
             elif self.control.dry_run and self.probe is not None and self.probe.available:
                 log.info("dry run: would put the fans in the safe state (%s): npumon is stopping",
                          self.control.safe_state)
-            if self._state_path is not None:
-                try:
-                    os.unlink(self._state_path)
-                except OSError:
-                    pass
+            if self._state_file is not None:
+                self._state_file.remove()
 
     # -- the control loop -----------------------------------------------------------------------------------
 
@@ -207,11 +194,12 @@ class ControlService:
             return
         if status == ACTED:
             self.state = after_outside_safe(self.state)
-            self._audit(ACTION, "the fan watchdog put the fans in the safe state ({}): npumon's control loop had "
-                                "stalled".format(self.control.safe_state), "warning", {"knob": self._safe_knob()})
+            self.audit.record(ACTION, "the fan watchdog put the fans in the safe state ({}): npumon's control loop "
+                                      "had stalled".format(self.control.safe_state), "warning",
+                              {"knob": self.audit.safe_knob()})
         else:
-            self._audit(ACTION, "the fan watchdog process ended (exit status {}); starting a new one".format(status),
-                        "warning", {"knob": self._safe_knob()})
+            self.audit.record(ACTION, "the fan watchdog process ended (exit status {}); starting a new one".format(
+                status), "warning", {"knob": self.audit.safe_knob()})
         self._start_watchdog()
 
     def _start_watchdog(self) -> None:
@@ -236,9 +224,9 @@ class ControlService:
         self.probe = probe
         if not probe.available:
             if changed:
-                self._count("fan_duty", "refused")
-                self._audit(REFUSED, "fan control unavailable: " + probe.detail, "warning",
-                            {"knob": "fan_duty", "driver": self.driver.name})
+                self.audit.count("fan_duty", "refused")
+                self.audit.record(REFUSED, "fan control unavailable: " + probe.detail, "warning",
+                                  {"knob": "fan_duty", "driver": self.driver.name})
             return False
         log.info("fan control ready: %s%s", probe.detail, " (dry run: nothing will be changed)"
                  if self.control.dry_run else "")
@@ -250,19 +238,20 @@ class ControlService:
         self.last_decision = decision
         if decision.action == HOLD:
             if decision.blocked_by == RATE_LIMIT and self._last_block != RATE_LIMIT:
-                self._count("fan_duty", "refused")
-                self._audit(REFUSED, "fan: " + decision.reason, "info", {"knob": "fan_duty", "reason": decision.reason})
+                self.audit.count("fan_duty", "refused")
+                self.audit.record(REFUSED, "fan: " + decision.reason, "info",
+                                  {"knob": "fan_duty", "reason": decision.reason})
             else:
                 log.debug("fan: %s", decision.reason)
             self._last_block = decision.blocked_by
             return
         self._last_block = None
-        knob = "fan_duty" if decision.action == SET_DUTY else self._safe_knob()
+        knob = "fan_duty" if decision.action == SET_DUTY else self.audit.safe_knob()
         if self.control.dry_run:
-            self._count(knob, "dry_run")
-            self._audit(ACTION, "dry run: would {} ({})".format(_describe(decision, self.control.safe_state),
-                                                                decision.reason),
-                        "info", {"knob": knob, "duty": decision.duty, "dry_run": True, "reason": decision.reason})
+            self.audit.count(knob, "dry_run")
+            self.audit.record(ACTION, "dry run: would {} ({})".format(describe(decision, self.control.safe_state),
+                                                                      decision.reason),
+                              "info", {"knob": knob, "duty": decision.duty, "dry_run": True, "reason": decision.reason})
             self.state = after_action(self.state, decision, True, now)
             return
         self._took_over = True
@@ -272,18 +261,8 @@ class ControlService:
             result = apply_safe_state(self.driver, self.control.safe_state)
         self.state = after_action(self.state, decision, result.ok, now)
         # a duty is routine; the safe state means something is wrong (stale data, a failure)
-        self._record_result(knob, _describe(decision, self.control.safe_state), decision.reason, result,
-                            "info" if decision.action == SET_DUTY else "warning", decision.duty)
-
-    def _record_result(self, knob: str, action: str, reason: str, result: DriverResult, severity: str,
-                       duty: Optional[int] = None) -> None:
-        """Count, log and record one driver action; a failed one is critical (the fans may be wrong)."""
-        self._count(knob, "ok" if result.ok else "failed")
-        details = {"knob": knob, "reason": reason, "result": result.message, "duty": duty}
-        if result.ok:
-            self._audit(ACTION, "{} ({})".format(action, reason), severity, details)
-        else:
-            self._audit(ACTION, "could not {} ({}): {}".format(action, reason, result.message), "critical", details)
+        self.audit.record_result(knob, describe(decision, self.control.safe_state), decision.reason, result,
+                                 "info" if decision.action == SET_DUTY else "warning", decision.duty)
 
     def _verify(self, now: float) -> None:
         """Read the fans back now and then; put them back where the governor wants them if they moved."""
@@ -298,8 +277,8 @@ class ControlService:
         self._verified_at = now
         reading, error = self.driver.read()
         if error is not None or reading is None:
-            self._audit(ACTION, "reading the fans back failed ({}); putting them in the safe state".format(error),
-                        "warning", {"knob": self._safe_knob(), "result": error})
+            self.audit.record(ACTION, "reading the fans back failed ({}); putting them in the safe state".format(
+                error), "warning", {"knob": self.audit.safe_knob(), "result": error})
             self.state = after_failure(self.state, now)
             self._carry_out(decide(self.policy, self.state, self.current_inputs(), now), now)
             return
@@ -311,7 +290,8 @@ class ControlService:
             duty = self.state.duty
             reason = "fans changed outside npumon (found {}); re-asserting {}%".format(found, duty)
             result = self.driver.set_duty(duty)
-            self._record_result("fan_duty", "set the fan duty to {}%".format(duty), reason, result, "warning", duty)
+            self.audit.record_result("fan_duty", "set the fan duty to {}%".format(duty), reason, result, "warning",
+                                     duty)
             if not result.ok:
                 self.state = after_failure(self.state, now)
                 self._carry_out(decide(self.policy, self.state, self.current_inputs(), now), now)
@@ -319,23 +299,10 @@ class ControlService:
             reason = "fans changed outside npumon (found {}); back to the safe state".format(found)
             result = apply_safe_state(self.driver, self.control.safe_state)
             self.state = after_action(self.state, Decision(GO_SAFE, reason), result.ok, now)
-            self._record_result(self._safe_knob(), _describe(None, self.control.safe_state), reason, result,
-                                "warning")
+            self.audit.record_result(self.audit.safe_knob(), describe(None, self.control.safe_state), reason,
+                                     result, "warning")
 
-    # -- audit, metrics, state file -------------------------------------------------------------------------
-
-    def _safe_knob(self) -> str:
-        return "fan_mode" if self.control.safe_state == AUTO else "fan_duty"
-
-    def _count(self, knob: str, result: str) -> None:
-        self._actions[(knob, result)] = self._actions.get((knob, result), 0) + 1
-
-    def action_counts(self) -> Dict[Tuple[str, str], int]:
-        return dict(self._actions)
-
-    def _audit(self, kind: str, message: str, severity: str, details: Dict[str, Any]) -> None:
-        log.log(_LOG_LEVELS[severity], "%s", message)
-        self.record_event(kind, SUBJECT, message, severity, details)
+    # -- what it is doing: for control.json and the metrics ----------------------------------------------
 
     def status(self) -> Dict[str, Any]:
         """What the daemon is doing, for control.json and the metrics."""
@@ -355,90 +322,5 @@ class ControlService:
         }
 
     def _write_state_file(self) -> None:
-        if self._state_path is None or not self._took_over:
-            return
-        status = self.status()
-        if status == self._state_written:
-            return
-        status["written"] = self.clock()
-        try:
-            directory = os.path.dirname(self._state_path)
-            handle, temp_path = tempfile.mkstemp(dir=directory, prefix=".control-")
-            with os.fdopen(handle, "w", encoding="utf-8") as temp:
-                json.dump(status, temp, indent=1, sort_keys=True)
-            os.replace(temp_path, self._state_path)
-            del status["written"]
-            self._state_written = status
-        except OSError as exc:
-            if self._state_written is None:
-                log.warning("cannot write %s (%s): `npumon control` will not see this daemon",
-                            self._state_path, exc.strerror or exc)
-            self._state_written = status
-
-
-def _describe(decision: Optional[Decision], safe_state: str) -> str:
-    if decision is not None and decision.action == SET_DUTY:
-        return "set the fan duty to {}%".format(decision.duty)
-    return "put the fans in the safe state ({})".format("automatic control" if safe_state == AUTO else "full duty")
-
-
-class ControlMetrics(Collector):
-    """npumon_control_* for /metrics, read from the service at scrape time."""
-
-    def __init__(self, service: ControlService):
-        self.service = service
-
-    def collect(self) -> Iterator[Metric]:
-        service = self.service
-        actions = CounterMetricFamily("npumon_control_actions", "Control actions by knob and result (ok, failed, "
-                                      "refused, dry_run).", labels=("knob", "result"))
-        for (knob, result), count in sorted(service.action_counts().items()):
-            actions.add_metric((knob, result), count)
-        yield actions
-        yield _gauge("npumon_control_dry_run", "1 if control only logs its decisions (control.dry_run).",
-                     1 if service.control.dry_run else 0)
-        if service.probe is not None:
-            yield _gauge("npumon_control_fan_available", "1 if the fan driver is usable, else 0.",
-                         1 if service.probe.available else 0)
-        state = service.state
-        if state.mode != STARTING:
-            yield _gauge("npumon_control_fan_safe_state", "1 while the governor holds the fans in the safe state.",
-                         1 if state.mode == SAFE else 0)
-        duty, mode = _fan_now(service)
-        if duty is not None:
-            yield _gauge("npumon_control_fan_duty_ratio", "Fan duty npumon set (or read back), 0..1.", duty / 100.0)
-        if mode is not None:
-            family = GaugeMetricFamily("npumon_control_fan_mode", "1 for the fans' current mode (auto: the "
-                                       "firmware's or chip's own control; manual: a duty npumon set).",
-                                       labels=("mode",))
-            for name in (AUTO, MANUAL):
-                family.add_metric((name,), 1 if name == mode else 0)
-            yield family
-        inputs = service.current_inputs()
-        readings = [("chips", inputs.chips)] + ([("ambient", inputs.ambient)] if inputs.ambient is not None else [])
-        temperature = GaugeMetricFamily("npumon_control_input_temperature_celsius",
-                                        "The temperatures the governor decides on (hottest relevant chip, ambient).",
-                                        labels=("input",))
-        for name, reading in readings:
-            if reading.celsius is not None:
-                temperature.add_metric((name,), reading.celsius)
-        yield temperature
-
-
-def _fan_now(service: ControlService) -> Tuple[Optional[float], Optional[str]]:
-    """(duty %, mode) of the fans as npumon last set or read them."""
-    state = service.state
-    if state.mode == CURVE and state.duty is not None:
-        return float(state.duty), MANUAL
-    if state.mode == SAFE and state.safe_confirmed:
-        if service.control.safe_state != AUTO:
-            return 100.0, MANUAL
-        reading = service.last_reading
-        return (None if reading is None or reading.mode != AUTO else reading.duty_percent), AUTO
-    return None, None
-
-
-def _gauge(name: str, documentation: str, value: float) -> GaugeMetricFamily:
-    family = GaugeMetricFamily(name, documentation)
-    family.add_metric((), value)
-    return family
+        if self._state_file is not None and self._took_over:
+            self._state_file.write(self.status(), self.clock())

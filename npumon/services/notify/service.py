@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Deque, Dict, List, Optional, Sequence, Tuple
 
 from ...config.schema import Config
-from ...model import Finding, Snapshot
+from ...model import Finding, Snapshot, SourceStatus
 from .alert import RESOLVED, Alert, alert_from_finding, fingerprint
 from .config import NotifyConfig
 from .flavour import DELIVERED, RETRY
@@ -139,6 +139,9 @@ class NotifyService:
 
     def collectors(self) -> List[object]:
         return [self._metrics]
+
+    def statuses(self) -> Dict[str, SourceStatus]:
+        return {}  # how delivery goes shows in npumon_notification_* (receiver_up, the outbox), not as a source
 
     def on_evaluation(self, snapshot: Snapshot, findings: List[Finding],
                       transitions: List[Tuple[str, Finding]]) -> None:
