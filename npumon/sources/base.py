@@ -22,7 +22,6 @@ from typing import (TYPE_CHECKING, Any, Callable, Dict, Generic, List, Optional,
 from ..model import ChipSample, HostSample, Snapshot, SourceStatus
 
 if TYPE_CHECKING:
-    from ..config.schema import Config
     from .runner import CommandRunner
     from .target import Target
 
@@ -30,6 +29,9 @@ log = logging.getLogger(__name__)
 
 Facts = Dict[str, Any]
 T = TypeVar("T")
+# The whole config (config/schema.py). It is built from the sections the sources declare, so sources name it
+# loosely rather than import it back.
+AnyConfig = Any
 
 
 @dataclass(frozen=True)
@@ -79,7 +81,7 @@ class Source(Protocol):
 class SourceContext:
     """What building a source may use: the config, the target host, the one npu-smi runner, the clock."""
 
-    config: "Config"
+    config: AnyConfig
     target: "Target"
     npu_smi: "CommandRunner"
     clock: Callable[[], float] = time.time
@@ -92,7 +94,7 @@ class Section:
 
     key: str
     schema: type
-    problems: Callable[[Any, "Config"], List[Tuple[str, str]]] = lambda section, config: []
+    problems: Callable[[Any, AnyConfig], List[Tuple[str, str]]] = lambda section, config: []
 
 
 @dataclass(frozen=True)

@@ -2,10 +2,7 @@
 
 import shutil
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Dict, List, Optional
-
-if TYPE_CHECKING:
-    from ..config.schema import Config
+from typing import Any, Dict, List, Optional
 
 
 @dataclass(frozen=True)
@@ -20,7 +17,7 @@ class Target:
     sim_state_dir: Optional[str] = None  # a simulated host's own directory
 
     @classmethod
-    def real(cls, config: "Config") -> "Target":
+    def real(cls, config: Any) -> "Target":  # config: the whole Config (config/schema.py)
         return cls([config.npu_smi], None, config.root)
 
 

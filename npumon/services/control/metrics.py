@@ -1,6 +1,6 @@
 """npumon_control_*: what the control service did and does, read from it at scrape time."""
 
-from typing import TYPE_CHECKING, Iterator, Optional, Tuple
+from typing import Any, Iterator, Optional, Tuple
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
@@ -8,14 +8,14 @@ from prometheus_client.registry import Collector
 from .drivers import AUTO, MANUAL
 from .policy import CURVE, SAFE, STARTING
 
-if TYPE_CHECKING:  # the service imports this module
-    from .service import ControlService
+# The ControlService that owns the collector (service.py imports this module, so it is not imported back).
+ControlServiceLike = Any
 
 
 class ControlMetrics(Collector):
     """npumon_control_* for /metrics, read from the service at scrape time."""
 
-    def __init__(self, service: "ControlService"):
+    def __init__(self, service: ControlServiceLike):
         self.service = service
 
     def collect(self) -> Iterator[Metric]:
@@ -55,7 +55,7 @@ class ControlMetrics(Collector):
         yield temperature
 
 
-def _fan_now(service: "ControlService") -> Tuple[Optional[float], Optional[str]]:
+def _fan_now(service: ControlServiceLike) -> Tuple[Optional[float], Optional[str]]:
     """(duty %, mode) of the fans as npumon last set or read them."""
     state = service.state
     if state.mode == CURVE and state.duty is not None:

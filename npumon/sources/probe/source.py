@@ -25,11 +25,11 @@ import os
 import random
 import threading
 import time
-from typing import TYPE_CHECKING, Callable, Deque, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Deque, Dict, List, Optional, Sequence, Tuple
 
 from ...model import ChipSample, ProbeSample, Snapshot, SourceStatus
 from ...outputs.families import Families, MetricSpec
-from ..base import Facts, Parts, Section, SourceContext, SourceSpec, Tier, is_fresh, judge_status
+from ..base import AnyConfig, Facts, Parts, Section, SourceContext, SourceSpec, Tier, is_fresh, judge_status
 from .config import ProbeConfig, probe_config_problems
 from ..npusmi import kv as npusmi_kv
 from ..npusmi.common import NpuSmiParseError
@@ -39,9 +39,6 @@ from .outcome import ProbeLaunchError, read_outcome
 from .protocol import FAILED, OK, UNAVAILABLE
 from .samples import probe_sample
 from ..target import Target
-
-if TYPE_CHECKING:
-    from ...config.schema import Config
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +70,7 @@ class _ChipState:
 class ProbeSource:
     name = SOURCE_NAME
 
-    def __init__(self, config: "Config", target: Target, clock: Callable[[], float] = time.time,
+    def __init__(self, config: AnyConfig, target: Target, clock: Callable[[], float] = time.time,
                  rng: Optional[random.Random] = None, run_child: Optional[RunCommand] = None,
                  run_npu_smi: Optional[RunCommand] = None, npu_smi: Optional[CommandRunner] = None):
         """`run_child(args, timeout)` and `run_npu_smi(args, timeout)` run the probe child and npu-smi; tests
