@@ -204,7 +204,7 @@ def record_replies(workdir: str):
 def warm_up_polls(config, polls: int) -> int:
     """Polls until the rules' longest window (plus the history's margin) is full, rounded up to 50: until
     then the rule history grows by design; after it, memory must stay flat."""
-    from npumon.daemon.daemon import load_rule_set
+    from npumon.daemon.state import load_rule_set
     from npumon.rules.history import RETENTION_MARGIN_SECONDS
 
     rules, _ = load_rule_set(config)

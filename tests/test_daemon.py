@@ -15,12 +15,14 @@ import pytest
 import requests
 
 import npumon.daemon.daemon as daemon_module
+import npumon.daemon.state as state_module
 import npumon.sources.npusmi.source as npusmi_source
 from daemon_harness import wait_until
 from npumon.sources.target import Target
 from npumon.config.load import parse_config
-from npumon.daemon.daemon import (Daemon, DaemonState, StartupError, collection_settings, judge_health, progress_deadline,
-                           status_line)
+from npumon.daemon.daemon import Daemon
+from npumon.daemon.state import (DaemonState, StartupError, collection_settings, judge_health, progress_deadline,
+                                 status_line)
 from npumon.model import ChipSample, Finding, HostSample, Snapshot, SourceStatus
 from npumon.daemon.sdnotify import JournalFormatter, Notifier, stderr_is_journal
 from npumon.sim import prepare_simulation, set_scenario
@@ -86,7 +88,7 @@ def test_judge_health():
 
 def test_progress_deadline_covers_two_intervals_and_one_npu_smi_call():
     config = parse_config("npu_smi_timeout_seconds: 10\npoll: {table_seconds: 15}\n")
-    assert progress_deadline(config) == 2 * 15 + 10 + daemon_module.PROGRESS_SLACK_SECONDS
+    assert progress_deadline(config) == 2 * 15 + 10 + state_module.PROGRESS_SLACK_SECONDS
 
 
 def test_status_line():
@@ -125,7 +127,7 @@ def test_watchdog_pings_only_while_the_poll_loop_makes_progress(tmp_path, sim, m
     listener.settimeout(0.05)
     monkeypatch.setenv("NOTIFY_SOCKET", address)
     monkeypatch.setenv("WATCHDOG_USEC", "200000")  # a ping every 0.1 s
-    monkeypatch.setattr(daemon_module, "PROGRESS_SLACK_SECONDS", 0.0)  # stuck after 2 x 0.2 s + 0.5 s
+    monkeypatch.setattr(state_module, "PROGRESS_SLACK_SECONDS", 0.0)  # stuck after 2 x 0.2 s + 0.5 s
     daemon = Daemon(load(fast_config(tmp_path, timeout=0.5)), sim(), listen="127.0.0.1:0")
     unblocked = threading.Event()
     unblocked.set()

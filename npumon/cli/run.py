@@ -48,7 +48,8 @@ def _time_scale(text: str) -> float:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from ..outputs.web import WebServerError, parse_listen
-    from ..daemon.daemon import Daemon, StartupError
+    from ..daemon.daemon import Daemon
+    from ..daemon.state import StartupError
     from ..rules.loader import RuleError
 
     sim_state_dirs: List[str] = []

@@ -17,138 +17,36 @@ systemd hears READY/STATUS/RELOADING/STOPPING, and WATCHDOG only while the prima
 import dataclasses
 import datetime
 import logging
-import os
 import random
 import signal
 import socket
-import tempfile
 import threading
 import time
-from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Optional, Protocol, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.jobstores.base import JobLookupError
 from apscheduler.schedulers.background import BackgroundScheduler
 
+from ..config.errors import ConfigError
+from ..config.schema import Config
+from ..model import SourceStatus
+from ..outputs.exporter import ExporterView, build_registry
+from ..outputs.report import SCHEMA, rfc3339, status_document
+from ..outputs.web import WebServer, WebServerError, parse_listen
+from ..rules.engine import RuleEngine
+from ..rules.loader import RuleError
 from ..sources.collection import SourceSet
 from ..sources.target import Target
-from ..config.errors import ConfigError
-from ..config.schema import Config, ExporterConfig
-from ..services.control.service import control_services
-from ..services.events.service import event_services
-from ..outputs.exporter import ExporterView, build_registry
-from ..model import Finding, Snapshot, SourceStatus
-from ..services.notify.service import notify_services
-from ..outputs.report import SCHEMA, overall_status, rfc3339, status_document
-from ..rules.engine import RuleEngine
-from ..rules.loader import RuleError, load_rules
 from .sdnotify import Notifier
-from ..outputs.web import WebServer, WebServerError, parse_listen
+from .services import Service, build_services
+from .state import (DaemonState, StartupError, collection_settings, ensure_state_dir, judge_health, load_rule_set,
+                    progress_deadline, status_line)
 
 log = logging.getLogger(__name__)
 
 STOP_GRACE_SECONDS = 3.0  # SIGTERM to exit, well inside the promised 5 s and the unit's TimeoutStopSec
-PROGRESS_SLACK_SECONDS = 5.0  # time a primary job may spend on rules and services beyond its npu-smi call
 JOB_THREADS = 32  # more than there are jobs, so a job never waits for a thread
-
-
-class StartupError(Exception):
-    """A one-line reason the daemon cannot start (port in use, unwritable state_dir, bad TLS files, ...)."""
-
-
-class Service(Protocol):
-    """Something the daemon runs besides polling (event history, notifications, control, ...)."""
-
-    name: str
-
-    def jobs(self) -> List[Tuple[str, float, Callable[[], None]]]: ...  # (job id, interval seconds, function)
-
-    def on_evaluation(self, snapshot: Snapshot, findings: List[Finding],
-                      transitions: List[Tuple[str, Finding]]) -> None: ...  # quick: runs in the primary job
-
-    def collectors(self) -> List[object]: ...  # extra prometheus_client collectors for /metrics
-
-    def statuses(self) -> Dict[str, SourceStatus]: ...  # shown with the snapshot's sources (e.g. "events")
-
-    def close(self) -> None: ...
-
-
-def build_services(daemon: "Daemon") -> List[Service]:
-    """Every service that the config turns on. One line per service."""
-    services: List[Service] = []
-    services.extend(event_services(daemon))  # first: sets daemon.events, which later services record into
-    services.extend(notify_services(daemon))  # alert delivery, when notify.receivers are configured
-    services.extend(control_services(daemon))  # fan control under the governor, when control.enabled
-    return services
-
-
-@dataclass
-class DaemonState:
-    """What the readers see. Replaced as a whole under the lock; never mutated in place."""
-
-    snapshot: Optional[Snapshot] = None
-    findings: List[Finding] = field(default_factory=list)
-    last_progress: Optional[float] = None  # monotonic time the primary job last finished
-    started: float = field(default_factory=time.monotonic)
-    polls: int = 0  # primary jobs finished since start
-
-
-# -- pure helpers ------------------------------------------------------------------------------------------
-
-def progress_deadline(config: Config) -> float:
-    """How long the primary job may go without finishing before the daemon counts as stuck: two intervals
-    (one run may be coalesced) plus the longest an npu-smi call may take, plus slack for rules and services."""
-    return 2 * config.poll.table_seconds + config.npu_smi_timeout_seconds + PROGRESS_SLACK_SECONDS
-
-
-def judge_health(state: DaemonState, now: float, deadline: float) -> Tuple[bool, str]:
-    """(healthy, reason) of the poll loop: healthy while the primary job keeps finishing, whatever npu-smi
-    answered (a failing npu-smi shows in npumon_source_up, not as a dead daemon)."""
-    if state.last_progress is None:
-        waited = now - state.started
-        if waited <= deadline:
-            return True, "starting: the first poll has not finished yet"
-        return False, "no poll has finished since the start {:.0f}s ago".format(waited)
-    age = now - state.last_progress
-    if age > deadline:
-        return False, "poll loop stuck: the last poll finished {:.0f}s ago (limit {:.0f}s)".format(age, deadline)
-    return True, "ok"
-
-
-def status_line(snapshot: Snapshot, findings: Sequence[Finding], primary: str) -> str:
-    """One line for `systemctl status`; `primary`: the source whose failure means no chips at all."""
-    status = snapshot.sources.get(primary)
-    if status is None or not status.ok:
-        return "{} failing: {}".format(primary, (status.error if status else None) or "no answer yet")
-    active = [finding for finding in findings if not finding.shadow]
-    return "{} chips, status {}, {} active finding{}".format(
-        len(snapshot.chips), overall_status(snapshot, findings), len(active), "" if len(active) == 1 else "s")
-
-
-def collection_settings(config: Config) -> Config:
-    """The config without what only the rules, the log and the HTTP server read. A reload that leaves this
-    unchanged keeps the sources, so no value goes missing until its tier polls again."""
-    return dataclasses.replace(config, thresholds={}, rule_files=[], log_level="info", exporter=ExporterConfig(),
-                               source="")
-
-
-def ensure_state_dir(config: Config) -> None:
-    """Create state_dir if needed and prove it is writable now, rather than when the first event is stored."""
-    path = config.state_dir
-    try:
-        os.makedirs(path, mode=0o750, exist_ok=True)
-        handle, probe = tempfile.mkstemp(dir=path, prefix=".npumon-write-test-")
-        os.close(handle)
-        os.unlink(probe)
-    except OSError as exc:
-        raise StartupError("{}: state_dir: {} is not a writable directory: {}".format(
-            config.source, path, exc.strerror or exc)) from None
-
-
-def load_rule_set(config: Config):
-    """(rules, parameters) for the config; RuleError names the rule file, line and key."""
-    return load_rules(config.rule_files, params=config.thresholds)
 
 
 class _OverlapNoticeFilter(logging.Filter):
