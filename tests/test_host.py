@@ -21,7 +21,7 @@ from npumon.sim.hostroot import HostRootSpec, SimLink, advance_cpu, write_host_r
 from npumon.sim.scenario import load_scenario
 from npumon.rules.compat import check_versions, parse_version, version_in_ranges
 from npumon.sources.host.parse import HostParseError, parse_cpulist
-from npumon.sources.host.source import HostCollector
+from npumon.sources.host.collector import HostCollector
 
 FIXTURES = Path(__file__).parent / "fixtures"
 GIB = 2**30

@@ -25,8 +25,9 @@ from npumon.config.schema import Config
 from npumon.model import HostSample, Snapshot
 from npumon.sim import prepare_simulation, serving_queue_depth
 from npumon.sim.queue_server import QueueServer, render_metrics
-from npumon.sources.serving import (PRESETS, ServingConfig, ServingError, ServingQueueSource,
-                                    build, display_url, queue_depth_from_text)
+from npumon.sources.serving.config import PRESETS, ServingConfig, display_url
+from npumon.sources.serving.fetch import ServingError
+from npumon.sources.serving.source import ServingQueueSource, build, queue_depth_from_text
 
 # Expositions written in each server's format (metric and label names as the servers document them).
 VLLM_TEXT = """\

@@ -1,5 +1,8 @@
 """The rule expression language: a small, safe language compiled into Python closures.
 
+One module on purpose (over 400 lines): tokenizer, parser and compiler of one small language, read
+together; the functions a rule may call are listed at the end.
+
 No user text ever reaches Python's eval, exec or compile: a tokenizer and a precedence-climbing parser
 build a tree, and each node becomes a closure. Names are plain keys into a dict of facts (a dot is part
 of the name, never attribute access), and only the functions listed below can be called.

@@ -1,5 +1,8 @@
 """The simulated pyACL: what `import acl` gives a probe child under `npumon ... --simulate`.
 
+One module on purpose (over 400 lines): it stands in for one library, `acl`, whose functions share the
+simulated device state.
+
 It behaves like the documented pyACL (shared/reference/acl-probe-fan-power.md section 1): the same
 function names, argument orders and returns (`ret`, `(value, ret)`, `(free, total, ret)` or a bare value),
 ACL error codes for misuse (a call before acl.init, a pointer it never handed out, a copy longer than its

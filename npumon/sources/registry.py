@@ -9,7 +9,7 @@ from .ambient import SPEC as AMBIENT
 from .host.source import SPEC as HOST
 from .npusmi.source import SPEC as NPU_SMI
 from .probe.source import SPEC as PROBE
-from .serving import SPEC as SERVING
+from .serving.source import SPEC as SERVING
 
 SOURCES = (
     NPU_SMI,  # the main table (the primary tier: rules follow it) and the -t queries

@@ -1,1 +1,1 @@
-"""The host source: source.py (reading and the contract), parse.py (pure parsers)."""
+"""The host source: source.py (the contract, facts, metrics), collector.py (reading), parse.py (parsers)."""

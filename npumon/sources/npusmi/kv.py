@@ -1,5 +1,8 @@
 """Parsers for npu-smi's key/value outputs (`info -t <type>`, `info -l`, `info -m`) and its error texts.
 
+One module on purpose (over 400 lines): the `-t` parsers share the line reader, the unit conversions and
+the error texts they must tell apart from values; each parser is a short function of its own.
+
 Pure text -> values, no I/O. The per-chip parsers return `{chip id: {ChipSample field: value}}` in base
 units, so a caller merges a result into a chip with `ChipSample.update`.
 

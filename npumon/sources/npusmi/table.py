@@ -1,5 +1,8 @@
 """Parse the main `npu-smi info` table and the process table printed below it.
 
+One module on purpose (over 400 lines): every layout shares the header-to-regex reading and the cell
+helpers, and splitting it by product would scatter the one place that knows the table's shape.
+
 Pure text -> records, no I/O. Each chip takes two physical rows, and which columns they hold depends
 on the product and the npu-smi version (FORMATS.md section 3). Rather than guess the layout from the
 product name or from column offsets, we read the header rows and turn each into a regex for its data

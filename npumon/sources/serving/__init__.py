@@ -1,0 +1,1 @@
+"""The serving-queue source: config.py (the section), fetch.py (one bounded HTTP GET), source.py."""
