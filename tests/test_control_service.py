@@ -290,13 +290,18 @@ def test_the_daemon_gets_no_control_service_unless_enabled(tmp_path):
 
         def __init__(self, text):
             self.config = parse_config(text)
+            self.collection = SourceSet(self.config, self.target)
 
         def record_event(self, *args):
             pass
 
     assert control_services(Daemon("")) == []
     assert control_services(Daemon("control: {enabled: true, fan: {driver: none}}")) == []
-    assert [s.name for s in control_services(Daemon("control: {enabled: true}"))] == ["control"]
+    daemon = Daemon("control: {enabled: true}")
+    (service,) = control_services(daemon)
+    assert service.name == "control" and service.driver.runner is daemon.collection.npu_smi  # the one npu-smi pool
+    service.close()  # a reload restarts the services: the pool they share with the sources stays open
+    assert daemon.collection.npu_smi.run(["-v"]).error != "not run: npumon is shutting down"
 
 
 # -- the simulated 310B board, end to end ----------------------------------------------------------------------

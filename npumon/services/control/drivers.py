@@ -121,9 +121,11 @@ class NpuSmiFanDriver:
     can_read = True
 
     def __init__(self, runner: Runner, argv: Sequence[str] = (), env: Optional[Dict[str, str]] = None,
-                 timeout_seconds: float = 10.0):
+                 timeout_seconds: float = 10.0, shared_runner: bool = False):
+        """`shared_runner`: the runner is the daemon's one npu-smi pool, which its owner closes."""
         self.runner = runner
         self._argv, self._env, self._timeout = list(argv), env, timeout_seconds
+        self._shared_runner = shared_runner
 
     def probe(self) -> Probe:
         result = self.runner.run(["info", "-t", "pwm-mode"])
@@ -168,7 +170,8 @@ class NpuSmiFanDriver:
         return {"driver": self.name, "argv": self._argv, "env": self._env, "timeout_seconds": self._timeout}
 
     def abort(self) -> None:
-        self.runner.terminate_all()
+        if not self._shared_runner:  # a shared pool outlives the service: its owner kills its calls
+            self.runner.terminate_all()
 
 
 # -- hwmon ------------------------------------------------------------------------------------------------
@@ -315,9 +318,13 @@ class CommandFanDriver:
 
 
 def build_fan_driver(control: ControlConfig, npu_smi_argv: Sequence[str], env: Optional[Dict[str, str]],
-                     root: str, npu_smi_timeout: float) -> Optional[FanDriver]:
-    """The driver the config chooses, not yet probed; None for `driver: none`."""
+                     root: str, npu_smi_timeout: float,
+                     npu_smi: Optional[CommandRunner] = None) -> Optional[FanDriver]:
+    """The driver the config chooses, not yet probed; None for `driver: none`. `npu_smi`: the daemon's one
+    npu-smi runner, which the npu-smi driver then shares (the watchdog process builds its own from the spec)."""
     fan = control.fan
+    if fan.driver == "npu-smi" and npu_smi is not None:
+        return NpuSmiFanDriver(npu_smi, list(npu_smi_argv), env, npu_smi_timeout, shared_runner=True)
     if fan.driver == "npu-smi":
         return driver_from_spec({"driver": "npu-smi", "argv": list(npu_smi_argv), "env": env,
                                  "timeout_seconds": npu_smi_timeout})

@@ -43,7 +43,7 @@ def control_services(daemon) -> List["ControlService"]:
     if not config.control.enabled:
         return []
     driver = build_fan_driver(config.control, daemon.target.npu_smi_argv, daemon.target.env, daemon.target.root,
-                              config.npu_smi_timeout_seconds)
+                              config.npu_smi_timeout_seconds, npu_smi=daemon.collection.npu_smi)
     if driver is None:  # fan.driver: none - power profiles only, and those are `npumon control power`
         return []
     return [ControlService(config.control, driver, daemon.record_event, state_dir=config.state_dir,
