@@ -15,7 +15,6 @@ systemd hears READY/STATUS/RELOADING/STOPPING, and WATCHDOG only while the prima
 """
 
 import dataclasses
-import datetime
 import logging
 import random
 import signal
@@ -23,10 +22,6 @@ import socket
 import threading
 import time
 from typing import Callable, Dict, List, Optional, Tuple
-
-from apscheduler.executors.pool import ThreadPoolExecutor
-from apscheduler.jobstores.base import JobLookupError
-from apscheduler.schedulers.background import BackgroundScheduler
 
 from ..config.errors import ConfigError
 from ..config.schema import Config
@@ -38,6 +33,7 @@ from ..rules.engine import RuleEngine
 from ..rules.loader import RuleError
 from ..sources.collection import SourceSet
 from ..sources.target import Target
+from .jobs import Jobs, guarded
 from .sdnotify import Notifier
 from .services import Service, build_services
 from .state import (DaemonState, StartupError, collection_settings, ensure_state_dir, judge_health, load_rule_set,
@@ -46,25 +42,6 @@ from .state import (DaemonState, StartupError, collection_settings, ensure_state
 log = logging.getLogger(__name__)
 
 STOP_GRACE_SECONDS = 3.0  # SIGTERM to exit, well inside the promised 5 s and the unit's TimeoutStopSec
-JOB_THREADS = 32  # more than there are jobs, so a job never waits for a thread
-
-
-class _OverlapNoticeFilter(logging.Filter):
-    """APScheduler warns each time a run is skipped because the previous one of the same job still runs.
-    For npumon that is the design (a job never overlaps itself), not news: the tier's duration and source
-    status already show a slow npu-smi, and the warning would repeat every interval."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return "maximum number of running instances reached" not in record.getMessage()
-
-
-_OVERLAP_NOTICE_FILTER = _OverlapNoticeFilter()
-
-
-def _utc_in(seconds: float) -> datetime.datetime:
-    return datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=seconds)
-
-
 class Daemon:
     def __init__(self, config: Config, target: Target, listen: Optional[str] = None,
                  log_level: Optional[str] = None):
@@ -81,16 +58,10 @@ class Daemon:
         self._state = DaemonState()
         self._stop = threading.Event()
         self._reload_requested = threading.Event()
-        self._stopping = False
-        self._jobs_lock = threading.Condition()
-        self._running_jobs: Dict[str, int] = {}
         self._last_status: Optional[str] = None
         self.notifier = Notifier()
-        self.scheduler = BackgroundScheduler(
-            timezone="UTC",
-            executors={"default": ThreadPoolExecutor(JOB_THREADS), "primary": ThreadPoolExecutor(1),
-                       "watchdog": ThreadPoolExecutor(1)},
-            job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None})
+        self.jobs = Jobs()
+        self.scheduler = self.jobs.scheduler
         self.registry = build_registry(self.view, npu_exporter_compat=config.exporter.npu_exporter_compat)
         self.web = self._web_server(config)
         self.collection = SourceSet(config, target)
@@ -128,13 +99,13 @@ class Daemon:
         for service in services:
             for collector in self._service_collectors.pop(id(service), []):
                 self.registry.unregister(collector)
-            self._guarded(service.name, service.close)
+            guarded(service.name, service.close)
 
     def record_event(self, kind: str, subject: str, message: str, severity: Optional[str] = None,
                      details: Optional[dict] = None) -> None:
         """Services record what they did (control actions, probe failures, ...) in the event history."""
         if self.events is not None:
-            self._guarded("events", self.events.record, kind, subject, message, severity, details)
+            guarded("events", self.events.record, kind, subject, message, severity, details)
 
     # -- readers ---------------------------------------------------------------------------------------
 
@@ -166,7 +137,7 @@ class Daemon:
         collection = self.collection  # a reload may swap it
         retry = collection.poll(tier)
         if retry is not None:
-            self._run_tier_again(tier, retry)
+            self.jobs.run_soon(tier, retry)
         if tier == collection.primary().name:
             self._publish(collection)
 
@@ -176,17 +147,17 @@ class Daemon:
         if collection is not self.collection:
             return  # reloaded meanwhile with new collection settings: the new collection's primary job follows
         snapshot = collection.snapshot()
-        findings = self._guarded("rules", engine.evaluate, snapshot, snapshot.time)
-        transitions = self._guarded("rules", engine.transitions) or []
+        findings = guarded("rules", engine.evaluate, snapshot, snapshot.time)
+        transitions = guarded("rules", engine.transitions) or []
         previous = self.state()
         if findings is None:  # the rules failed (logged): keep showing what they said last
             findings = previous.findings
         # Services first, so what they show with the sources (e.g. the events source) is published with it.
         for service in services:
-            self._guarded(service.name, service.on_evaluation, snapshot, findings, transitions)
+            guarded(service.name, service.on_evaluation, snapshot, findings, transitions)
         shown: Dict[str, SourceStatus] = {}
         for service in services:
-            shown.update(self._guarded(service.name, service.statuses) or {})
+            shown.update(guarded(service.name, service.statuses) or {})
         snapshot = dataclasses.replace(snapshot, sources={**snapshot.sources, **shown})  # never mutated in place
         with self._lock:
             self._state = DaemonState(snapshot=snapshot, findings=findings, last_progress=time.monotonic(),
@@ -196,41 +167,12 @@ class Daemon:
             self._last_status = line
             self.notifier.status(line)
 
-    def _run_tier_again(self, tier: str, seconds: float) -> None:
-        try:
-            self.scheduler.modify_job(tier, next_run_time=_utc_in(seconds))
-        except JobLookupError:  # removed by a reload or a stop meanwhile
-            pass
-
     def _watchdog_ping(self) -> None:
         healthy, reason = self.health()
         if healthy:  # only when the poll loop really made progress: otherwise let systemd restart us
             self.notifier.watchdog()
         else:
             log.warning("not pinging the systemd watchdog: %s", reason)
-
-    def _job(self, name: str, func: Callable, *args) -> None:
-        """Every scheduled job runs through here: counted (stop() waits for it) and guarded."""
-        with self._jobs_lock:
-            if self._stopping:  # queued before the stop, started after it
-                return
-            self._running_jobs[name] = self._running_jobs.get(name, 0) + 1
-        try:
-            self._guarded(name, func, *args)
-        finally:
-            with self._jobs_lock:
-                self._running_jobs[name] -= 1
-                if not self._running_jobs[name]:
-                    del self._running_jobs[name]
-                self._jobs_lock.notify_all()
-
-    def _guarded(self, what: str, func: Callable, *args):
-        """A bug in one tier must not kill the scheduler thread or the other tiers: log it, go on."""
-        try:
-            return func(*args)
-        except Exception:  # noqa: BLE001 - the daemon must outlive any single failure
-            log.exception("%s job failed", what)
-            return None
 
     def _schedule(self) -> None:
         """Add every job. A tier starts after its first_run (the main table at once), or else spread over its
@@ -239,17 +181,14 @@ class Daemon:
             if tier.interval <= 0:
                 continue
             first = tier.first_run if tier.first_run is not None else random.uniform(0.1, 1.0) * min(tier.interval, 10.0)
-            self.scheduler.add_job(self._job, "interval", args=(tier.name, self.run_tier, tier.name),
-                                   seconds=tier.interval, id=tier.name, replace_existing=True,
-                                   executor="primary" if tier.primary else "default", next_run_time=_utc_in(first))
+            self.jobs.add(tier.name, tier.interval, self.run_tier, tier.name,
+                          executor="primary" if tier.primary else "default", first=first)
         for service in self.services:
             for job_id, seconds, func in service.jobs():
-                self.scheduler.add_job(self._job, "interval", args=(job_id, func), seconds=seconds, id=job_id,
-                                       replace_existing=True)
+                self.jobs.add(job_id, seconds, func)
         watchdog = self.notifier.watchdog_interval()
         if watchdog:
-            self.scheduler.add_job(self._job, "interval", args=("watchdog", self._watchdog_ping), seconds=watchdog,
-                                   id="watchdog", executor="watchdog", replace_existing=True)
+            self.jobs.add("watchdog", watchdog, self._watchdog_ping, executor="watchdog")
 
     # -- lifecycle -------------------------------------------------------------------------------------
 
@@ -262,8 +201,7 @@ class Daemon:
             raise StartupError("{}: {}".format(self._listen_origin(), exc)) from None
         self.services = self._start_services()
         self._schedule()
-        logging.getLogger("apscheduler.scheduler").addFilter(_OVERLAP_NOTICE_FILTER)  # a no-op the second time
-        self.scheduler.start()
+        self.jobs.start()
         log.info("npumon serving on port %d; polling %s every %gs", self.web.port,
                  "a simulated host" if self.target.simulated else " ".join(self.target.npu_smi_argv),
                  self.config.poll.table_seconds)
@@ -317,7 +255,7 @@ class Daemon:
             set_log_level(config.log_level)
         self._stop_services(self.services)
         self.services = self._start_services()
-        self.scheduler.remove_all_jobs()
+        self.jobs.remove_all()
         self._schedule()
         if old_collection is not None:
             old_collection.close()
@@ -330,18 +268,13 @@ class Daemon:
         """Stop polling and serving, kill npu-smi calls in flight, close the services. Returns the jobs still
         running after STOP_GRACE_SECONDS (normally none; the caller then exits without waiting for them)."""
         self.notifier.stopping()
-        with self._jobs_lock:
-            self._stopping = True
-        self.scheduler.shutdown(wait=False)
+        self.jobs.shutdown()
         self.web.stop()
         deadline = time.monotonic() + STOP_GRACE_SECONDS
         closer = threading.Thread(target=self._close_collection, name="npumon-stop", daemon=True)
         closer.start()
         closer.join(STOP_GRACE_SECONDS)
-        with self._jobs_lock:
-            while self._running_jobs and time.monotonic() < deadline:
-                self._jobs_lock.wait(deadline - time.monotonic())
-            stuck = sorted(self._running_jobs)
+        stuck = self.jobs.wait_for_running(deadline)
         if closer.is_alive():
             stuck.append("closing services")
         if stuck:
