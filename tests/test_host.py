@@ -21,7 +21,7 @@ from npumon.sim.hostroot import HostRootSpec, SimLink, advance_cpu, write_host_r
 from npumon.sim.scenario import load_scenario
 from npumon.rules.compat import check_versions, parse_version, version_in_ranges
 from npumon.sources.host.parse import HostParseError, parse_cpulist
-from npumon.sources.host.collector import HostCollector
+from npumon.sources.host.reader import HostReader
 
 FIXTURES = Path(__file__).parent / "fixtures"
 GIB = 2**30
@@ -87,7 +87,7 @@ def test_sim_tree_yields_every_fact(tmp_path):
                SimLink("0000:01:00.0", "8.0 GT/s PCIe", "16.0 GT/s PCIe", 16, 16)],
     )
     write_host_root(str(tmp_path), spec)
-    result = HostCollector(str(tmp_path)).collect(["0000:C1:00.0", "0000:01:00.0"])
+    result = HostReader(str(tmp_path)).collect(["0000:C1:00.0", "0000:01:00.0"])
     host = result.sample
 
     assert result.errors == []
@@ -124,7 +124,7 @@ def test_sim_tree_yields_every_fact(tmp_path):
 def test_cpu_deltas_follow_the_spec_after_advance(tmp_path):
     spec = HostRootSpec(cpus_per_node=4, numa_nodes=2, cpu_busy_ratio=[0.2, 0.2])
     write_host_root(str(tmp_path), spec)
-    collector = HostCollector(str(tmp_path))
+    collector = HostReader(str(tmp_path))
     collector.collect()
     # Ratios far from the boot-time 0.2, so a since-boot answer would fail the asserts.
     spec.cpu_busy_ratio = [0.9, 0.05]
@@ -138,7 +138,7 @@ def test_cpu_deltas_follow_the_spec_after_advance(tmp_path):
 def test_many_small_advances_add_up(tmp_path):
     spec = HostRootSpec(numa_nodes=1, cpus_per_node=2, cpu_busy_ratio=[0.3])
     write_host_root(str(tmp_path), spec)
-    collector = HostCollector(str(tmp_path))
+    collector = HostReader(str(tmp_path))
     collector.collect()
     spec.cpu_busy_ratio = [0.7]
     for _ in range(300):  # 3 ms steps: each well under one jiffy (10 ms)
@@ -179,7 +179,7 @@ def test_rewrite_removes_what_the_new_spec_does_not_want(tmp_path):
     write_host_root(root, HostRootSpec(numa_nodes=1, cpu_busy_ratio=[0.5], device_count=2,
                                        missing_device_files=["/dev/davinci_manager"],
                                        links=[SimLink("0000:C2:00.0", "8 GT/s", "16.0 GT/s PCIe", 16, 16)]))
-    result = HostCollector(root).collect(["0000:C1:00.0", "0000:C2:00.0"])
+    result = HostReader(root).collect(["0000:C1:00.0", "0000:C2:00.0"])
     host = result.sample
     assert result.errors == []
     assert [node.node for node in host.numa_nodes] == [0]
@@ -244,7 +244,7 @@ def test_cpu_ratios_from_hand_written_proc_stat(tmp_path):
     write(tmp_path, "/sys/devices/system/node/node1/cpulist", "1,3\n")
     write(tmp_path, "/sys/devices/system/node/node1/meminfo",
           "Node 1 MemTotal:       65861848 kB\nNode 1 MemFree:        60000000 kB\nNode 1 HugePages_Total:     0\n")
-    collector = HostCollector(str(tmp_path))
+    collector = HostReader(str(tmp_path))
     first = collector.collect()
     assert first.errors == []
     # since boot: host 500 busy / 2000; node0 (cpu0+cpu2) 200 / 1000; node1 (cpu1+cpu3) 300 / 1000
@@ -265,7 +265,7 @@ def test_cpu_ratios_from_hand_written_proc_stat(tmp_path):
 def test_cpu_counters_that_went_backwards_give_the_since_boot_ratio(tmp_path):
     write_required_proc(tmp_path)
     write(tmp_path, "/proc/stat", PROC_STAT_2)
-    collector = HostCollector(str(tmp_path))
+    collector = HostReader(str(tmp_path))
     collector.collect()
     write(tmp_path, "/proc/stat", PROC_STAT_1)
     assert collector.collect().sample.cpu_ratio == pytest.approx(0.25)
@@ -274,7 +274,7 @@ def test_cpu_counters_that_went_backwards_give_the_since_boot_ratio(tmp_path):
 def test_a_failed_proc_stat_read_keeps_the_earlier_counters(tmp_path):
     write_required_proc(tmp_path)
     write(tmp_path, "/proc/stat", PROC_STAT_1)
-    collector = HostCollector(str(tmp_path))
+    collector = HostReader(str(tmp_path))
     collector.collect()
     write(tmp_path, "/proc/stat", "cpu garbage\n")
     broken = collector.collect()
@@ -315,7 +315,7 @@ def write_link(root: Path, address: str, current_speed: str, max_speed: str, cur
 def test_pcie_link(tmp_path, files, link, degraded):
     write_required_proc(tmp_path)
     write_link(tmp_path, "0000:c1:00.0", *files)
-    result = HostCollector(str(tmp_path)).collect(["0000:C1:00.0"])
+    result = HostReader(str(tmp_path)).collect(["0000:C1:00.0"])
     assert result.errors == []
     assert list(result.pcie) == ["0000:C1:00.0"]  # keyed as npu-smi prints it
     assert dataclasses.astuple(result.pcie["0000:C1:00.0"]) == link
@@ -327,7 +327,7 @@ def test_pcie_missing_and_broken_entries(tmp_path):
     write(tmp_path, "/sys/bus/pci/devices/0000:c3:00.0/current_link_speed", "fast\n")
     write(tmp_path, "/sys/bus/pci/devices/0000:c3:00.0/max_link_speed", "16.0 GT/s PCIe\n")
     write(tmp_path, "/sys/bus/pci/devices/0000:c3:00.0/current_link_width", "16\n")
-    result = HostCollector(str(tmp_path)).collect(["0000:C2:00.0", "NA", "../../etc", "0000:C3:00.0"])
+    result = HostReader(str(tmp_path)).collect(["0000:C2:00.0", "NA", "../../etc", "0000:C3:00.0"])
     # C2 has no sysfs entry (as in containers): absent, not an error. C3 lacks max_link_width: None.
     assert list(result.pcie) == ["0000:C3:00.0"]
     assert dataclasses.astuple(result.pcie["0000:C3:00.0"]) == (None, 16.0, 16, None)
@@ -340,7 +340,7 @@ def test_pcie_missing_and_broken_entries(tmp_path):
 
 
 def test_empty_root_reports_only_the_required_facts(tmp_path):
-    result = HostCollector(str(tmp_path)).collect(["0000:C1:00.0"])
+    result = HostReader(str(tmp_path)).collect(["0000:C1:00.0"])
     host = result.sample
     assert sorted(result.errors) == sorted("{}: missing".format(tmp_path / path) for path in (
         "proc/stat", "proc/meminfo", "proc/loadavg", "proc/sys/vm/max_map_count"))
@@ -363,7 +363,7 @@ def test_unreadable_and_garbage_proc_files_become_errors(tmp_path):
     write(tmp_path, "/sys/devices/system/node/node0/meminfo", "nothing useful\n")
     (tmp_path / "sys/devices/system/node/node1").mkdir()  # a node dir without its cpulist
     write(tmp_path, "/proc/sys/kernel/hostname", "  \n")
-    result = HostCollector(str(tmp_path)).collect()
+    result = HostReader(str(tmp_path)).collect()
     failing = sorted(re.sub(r":.*", "", error)[len(str(tmp_path)):] for error in result.errors)
     assert failing == sorted([
         "/proc/stat", "/proc/meminfo", "/proc/loadavg", "/proc/sys/vm/max_map_count",
@@ -378,7 +378,7 @@ def test_unreadable_and_garbage_proc_files_become_errors(tmp_path):
 def test_meminfo_without_memtotal_is_an_error(tmp_path):
     write_required_proc(tmp_path)
     write(tmp_path, "/proc/meminfo", "MemFree:  100 kB\n")
-    result = HostCollector(str(tmp_path)).collect()
+    result = HostReader(str(tmp_path)).collect()
     assert result.errors == ["{}: no MemTotal line".format(tmp_path / "proc" / "meminfo")]
     assert (result.sample.memory_total_bytes, result.sample.memory_available_bytes) == (None, None)
 
@@ -390,7 +390,7 @@ def test_garbage_version_files_become_errors(tmp_path):
           "Version=7.1.0.11.220\ncompatible_version_drv=23.0.0 to 23.0.9\n")
     write(tmp_path, "/usr/local/Ascend/ascend-toolkit/latest/version.cfg", "runtime_running_version=8.0.0\n")
     write(tmp_path, "/usr/local/Ascend/nnae/latest/ascend_nnae_install.info", "version=#!?\n")
-    result = HostCollector(str(tmp_path)).collect()
+    result = HostReader(str(tmp_path)).collect()
     host = result.sample
     assert host.driver_version is None and host.driver_compatible_firmware is None
     assert host.firmware_version == "7.1.0.11.220"  # a bad range line does not cost the version
@@ -410,7 +410,7 @@ def test_garbage_version_files_become_errors(tmp_path):
 def test_versions_from_the_driver_firmware_toolkit_nnae_capture(tmp_path):
     write_required_proc(tmp_path)
     tree_from_capture(tmp_path, "version-files_driver-firmware-toolkit-nnae_v23.0.7.txt")
-    result = HostCollector(str(tmp_path)).collect()
+    result = HostReader(str(tmp_path)).collect()
     host = result.sample
     assert result.errors == []
     assert host.driver_version == "23.0.7"
@@ -423,13 +423,13 @@ def test_versions_from_the_driver_firmware_toolkit_nnae_capture(tmp_path):
         "driver 23.0.7 is within the firmware's compatible range [23.0.rc3,23.0.rc3.],[23.0.0,23.0.0.]"))
 
     shutil.rmtree(str(tmp_path / "usr/local/Ascend/ascend-toolkit"))
-    assert HostCollector(str(tmp_path)).collect().sample.cann_version == "8.0.RC3"  # from nnae
+    assert HostReader(str(tmp_path)).collect().sample.cann_version == "8.0.RC3"  # from nnae
 
 
 def test_versions_from_the_cann_version_cfg_capture(tmp_path):
     write_required_proc(tmp_path)
     tree_from_capture(tmp_path, "version-files_cann-version.cfg_driver-24.1.rc2.2_mindie.txt")
-    result = HostCollector(str(tmp_path)).collect()
+    result = HostReader(str(tmp_path)).collect()
     host = result.sample
     assert result.errors == []
     assert host.cann_version == "8.0.T63"
@@ -444,8 +444,8 @@ def test_cann_new_layout_and_a_custom_ascend_dir(tmp_path):
     write_required_proc(tmp_path)
     write(tmp_path, "/opt/Ascend/cann/aarch64-linux/ascend_toolkit_install.info",
           "package_name=Ascend-cann-toolkit\nversion=8.5.0\ninnerversion=V100R001C25SPC001B212\n")
-    assert HostCollector(str(tmp_path)).collect().sample.cann_version is None
-    result = HostCollector(str(tmp_path), ascend_dir="/opt/Ascend").collect()
+    assert HostReader(str(tmp_path)).collect().sample.cann_version is None
+    result = HostReader(str(tmp_path), ascend_dir="/opt/Ascend").collect()
     assert result.errors == []
     assert result.sample.cann_version == "8.5.0"
 
@@ -540,7 +540,7 @@ def dev_tree_from_listing(root: Path, name: str) -> Dict[str, str]:
 def test_device_files_of_a_910b_host_listing(tmp_path):
     write_required_proc(tmp_path)
     modes = dev_tree_from_listing(tmp_path, "dev-davinci_ls_910b1.txt")
-    files = HostCollector(str(tmp_path)).collect().sample.device_files
+    files = HostReader(str(tmp_path)).collect().sample.device_files
     assert [(f.path, f.exists) for f in files] == (
         [("/dev/davinci{}".format(n), True) for n in range(8)]
         + [("/dev/davinci_manager", True), ("/dev/devmm_svm", True), ("/dev/hisi_hdc", True)])
@@ -553,7 +553,7 @@ def test_device_files_of_a_310b_board_container_listing(tmp_path):
     write_required_proc(tmp_path)
     dev_tree_from_listing(tmp_path, "dev-ls_310b-devboard_container.txt")
     assert (tmp_path / "dev" / "svm0").exists()  # the board's own nodes are there but not reported
-    files = HostCollector(str(tmp_path)).collect().sample.device_files
+    files = HostReader(str(tmp_path)).collect().sample.device_files
     assert [(f.path, f.exists) for f in files] == [
         ("/dev/davinci0", True), ("/dev/davinci_manager", True), ("/dev/devmm_svm", False), ("/dev/hisi_hdc", False)]
 
@@ -564,7 +564,7 @@ def test_device_file_mode_and_numeric_owner_fallback(tmp_path):
     closed.chmod(0o000)
     owned = write(tmp_path, "/dev/davinci_manager", "")
     owned.chmod(0o660)
-    files = {f.path: f for f in HostCollector(str(tmp_path)).collect().sample.device_files}
+    files = {f.path: f for f in HostReader(str(tmp_path)).collect().sample.device_files}
     assert files["/dev/davinci0"].mode == "----------"
     assert files["/dev/davinci_manager"].mode == "-rw-rw----"
     me = pwd.getpwuid(os.geteuid()).pw_name
@@ -574,7 +574,7 @@ def test_device_file_mode_and_numeric_owner_fallback(tmp_path):
         pytest.skip("changing a file's owner needs root")
     unused_id = next(n for n in range(54321, 60000) if not _has_passwd_entry(n))
     os.chown(str(owned), unused_id, unused_id)
-    files = {f.path: f for f in HostCollector(str(tmp_path)).collect().sample.device_files}
+    files = {f.path: f for f in HostReader(str(tmp_path)).collect().sample.device_files}
     assert (files["/dev/davinci_manager"].owner, files["/dev/davinci_manager"].group) == (
         str(unused_id), str(unused_id))
 
@@ -599,7 +599,7 @@ def _device_files_as(root: str, user: pwd.struct_passwd) -> List[DeviceFile]:
             os.setgroups([])
             os.setgid(user.pw_gid)
             os.setuid(user.pw_uid)
-            files = HostCollector(root).collect().sample.device_files
+            files = HostReader(root).collect().sample.device_files
             os.write(write_end, json.dumps([dataclasses.asdict(f) for f in files]).encode())
             code = 0
         finally:
@@ -625,7 +625,7 @@ def test_device_file_accessibility_for_an_ordinary_user():
         if os.geteuid() == 0:
             files = _device_files_as(root, pwd.getpwnam("nobody"))
         else:
-            files = HostCollector(root).collect().sample.device_files
+            files = HostReader(root).collect().sample.device_files
         accessible = {f.path: f.accessible for f in files if f.exists}
         # davinci_manager is owned by the test's user, so it is open to it unless that is nobody
         assert accessible == {"/dev/davinci0": False, "/dev/davinci1": True,

@@ -1,4 +1,4 @@
-"""Writes a fake host tree that npumon.sources.host.collector.HostCollector reads (used by tests and the simulator).
+"""Writes a fake host tree that npumon.sources.host.reader.HostReader reads (used by tests and the simulator).
 
 The tree mirrors a real Atlas host under a root directory: procfs and sysfs files, the Ascend version
 files in the formats of real captures, and the /dev entries. Device nodes are plain files with mode
@@ -19,7 +19,7 @@ import tempfile
 from dataclasses import dataclass, field
 from typing import Iterator, List, Optional
 
-from ..sources.host.collector import MANAGEMENT_DEVICE_FILES, PCI_LINK_FILES
+from ..sources.host.reader import MANAGEMENT_DEVICE_FILES, PCI_LINK_FILES
 
 USER_HZ = 100  # jiffies per second in /proc/stat
 BOOT_SECONDS = 3600.0  # a fresh tree looks as if it had been up an hour at the spec's CPU ratios

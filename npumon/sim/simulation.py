@@ -2,7 +2,7 @@
 
     sim = prepare_simulation("/tmp/sim", scenario="overheat")
     runner = CommandRunner(sim.npu_smi_argv, timeout_seconds=5, env=sim.env)   # instead of ["npu-smi"]
-    collector reads the fake /proc, /sys, /dev and /usr/local/Ascend under sim.root
+    reader reads the fake /proc, /sys, /dev and /usr/local/Ascend under sim.root
 
 prepare_simulation checks the scenario, writes the state directory (start time, scenario, product,
 time scale) and the fake host tree; from then on the simulator executable needs only the environment
@@ -37,7 +37,7 @@ HOST_ROOT_DIR = "root"
 class Simulation:
     npu_smi_argv: List[str]  # run this instead of ["npu-smi"]
     env: Dict[str, str]  # add these environment variables when running it
-    root: str  # host root prefix for the host collector (fake /proc, /sys, /dev, /usr/local/Ascend)
+    root: str  # host root prefix for the host reader (fake /proc, /sys, /dev, /usr/local/Ascend)
     scenario: str
     product: str
 

@@ -12,7 +12,7 @@ from typing import Dict, List, Tuple
 FAN_DRIVERS = ("npu-smi", "hwmon", "command", "none")
 SAFE_STATES = ("auto", "full")  # hand the fans back to the firmware's own curve, or run them at 100%
 AMBIENT_SENSORS = ("none", "npu-smi", "hwmon")
-AMBIENT_SOURCE_NAME = "ambient"  # the collector tier and the key in Snapshot.sources
+AMBIENT_SOURCE_NAME = "ambient"  # the tier and the key in Snapshot.sources
 # npu-smi power knobs and the values npu-smi accepts (nve-level: up to 3 on the 20T module, 1 on the 8T one)
 POWER_KNOB_VALUES = {"nve-level": (0, 3), "cpu-freq-up": (0, 1)}
 DUTY_PLACEHOLDERS = ("{duty}", "{duty_hex}")

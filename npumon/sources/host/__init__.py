@@ -1,1 +1,1 @@
-"""The host source: source.py (the contract, facts, metrics), collector.py (reading), parse.py (parsers)."""
+"""The host source: source.py (the contract, facts, metrics), reader.py (reading), parse.py (parsers)."""

@@ -1,4 +1,4 @@
-"""The host source: the host facts (collector.py) as a source, with the rule facts and metric families they add.
+"""The host source: the host facts (reader.py) as a source, with the rule facts and metric families they add.
 """
 
 import dataclasses
@@ -8,7 +8,7 @@ from typing import Optional, Sequence
 from ...model import ChipSample, DeviceFile, HostSample, Snapshot
 from ...outputs.families import Families, MetricSpec
 from ..base import Facts, Parts, SingleTierSource, SourceContext, SourceSpec, Tier
-from .collector import HostCollector, HostResult
+from .reader import HostReader, HostResult
 
 HOST_SOURCE = "host"
 
@@ -19,15 +19,15 @@ class HostSource(SingleTierSource[HostResult]):
 
     name = HOST_SOURCE
 
-    def __init__(self, collector: HostCollector, interval: float, max_age: float, clock=time.time):
+    def __init__(self, reader: HostReader, interval: float, max_age: float, clock=time.time):
         super().__init__(interval, max_age, clock)
-        self.collector = collector
+        self.reader = reader
 
     def tiers(self) -> Sequence[Tier]:
         return [Tier(self.name, self.interval, first_run=min(self.interval, 1.0))]
 
     def read(self, chips: Sequence[ChipSample]) -> HostResult:
-        return self.collector.collect([chip.bus_id for chip in chips if chip.bus_id])
+        return self.reader.collect([chip.bus_id for chip in chips if chip.bus_id])
 
     def warning(self, value: HostResult) -> Optional[str]:
         # Host facts are many independent files: a few unreadable ones do not make the source down.
@@ -46,7 +46,7 @@ def build(context: SourceContext) -> Optional[HostSource]:
     config = context.config
     if config.poll.host_seconds <= 0:
         return None
-    return HostSource(HostCollector(root=context.target.root, ascend_dir=config.ascend_dir),
+    return HostSource(HostReader(root=context.target.root, ascend_dir=config.ascend_dir),
                       config.poll.host_seconds, config.max_age_seconds, context.clock)
 
 

@@ -1,8 +1,8 @@
 """Reading the host facts: CPU and NUMA load, memory, kernel knobs, the PCIe links of the chips, driver /
 firmware / CANN versions and the Ascend device files.
 
-Every path is read under a root prefix so tests and the simulator can point the collector at a fake
-tree (npumon.sim.hostroot writes one). Parsing is in parse.py; HostCollector does the reading and turns every
+Every path is read under a root prefix so tests and the simulator can point the reader at a fake
+tree (npumon.sim.hostroot writes one). Parsing is in parse.py; HostReader does the reading and turns every
 bad or missing file into an error line.
 """
 
@@ -92,7 +92,7 @@ def _name_or_id(lookup: Callable[[int], str], number: int) -> str:
         return str(number)
 
 
-class HostCollector:
+class HostReader:
     """Collects HostSample facts under `root`.
 
     Required facts (present on every Linux host, so a missing file is an error): /proc/stat,
@@ -103,7 +103,7 @@ class HostCollector:
     host may run CANN only in containers), PCIe sysfs entries (containers and SoC boards lack them).
     Device files are always listed with `exists` saying whether they are there.
 
-    The collector keeps the last /proc/stat counters, so CPU ratios are deltas between consecutive
+    The reader keeps the last /proc/stat counters, so CPU ratios are deltas between consecutive
     collect() calls of the same object.
     """
 
@@ -225,7 +225,7 @@ class HostCollector:
     def _device_files(reader: _TreeReader) -> List[DeviceFile]:
         chips = _numbered(reader.path("/dev/davinci*"), r"^davinci(\d+)$")
         host_paths = ["/dev/davinci{}".format(number) for number, _ in chips] + list(MANAGEMENT_DEVICE_FILES)
-        return [HostCollector._device_file(reader, host_path) for host_path in host_paths]
+        return [HostReader._device_file(reader, host_path) for host_path in host_paths]
 
     @staticmethod
     def _device_file(reader: _TreeReader, host_path: str) -> DeviceFile:
