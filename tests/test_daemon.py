@@ -45,7 +45,8 @@ poll:
 def sim(tmp_path):
     def make(scenario="healthy"):
         simulation = prepare_simulation(str(tmp_path / "sim"), scenario)
-        return Target(simulation.npu_smi_argv, simulation.env, simulation.root, simulated=True)
+        return Target(simulation.npu_smi_argv, simulation.env, simulation.root, simulated=True,
+                      spawn=simulation.spawn)
     return make
 
 
@@ -206,7 +207,8 @@ def test_a_slow_tier_that_failed_tries_again_soon_rather_than_after_its_interval
     monkeypatch.setattr(npusmi_source, "RETRY_FAILED_TIER_SECONDS", 0.5)
     sim_state = str(tmp_path / "sim")
     simulation = prepare_simulation(sim_state, "healthy")
-    target = Target(simulation.npu_smi_argv, simulation.env, simulation.root, simulated=True)
+    target = Target(simulation.npu_smi_argv, simulation.env, simulation.root, simulated=True,
+                    spawn=simulation.spawn)
     path = fast_config(tmp_path, "", timeout=2)
     path.write_text(path.read_text().replace("board_seconds: 1", "board_seconds: 3600"))
     daemon = running(Daemon(load(path), target, listen="127.0.0.1:0"))
@@ -227,7 +229,8 @@ def test_a_slow_tier_that_failed_tries_again_soon_rather_than_after_its_interval
 def test_a_query_tier_that_ran_before_the_first_table_runs_again_within_a_second(tmp_path, running):
     sim_state = str(tmp_path / "sim")
     simulation = prepare_simulation(sim_state, "hang")  # npu-smi's first answers never come
-    target = Target(simulation.npu_smi_argv, simulation.env, simulation.root, simulated=True)
+    target = Target(simulation.npu_smi_argv, simulation.env, simulation.root, simulated=True,
+                    spawn=simulation.spawn)
     path = fast_config(tmp_path, "", timeout=2)
     # usages every 30 s (below the failed-tier retry's 60 s interval limit), the other query tiers off
     path.write_text(re.sub(r"(power|health|ecc|board)_seconds: [0-9.]+", r"\1_seconds: 0",

@@ -17,7 +17,8 @@ from npumon.sources.runner import CommandRunner
 QUERIES = ["usages", "power", "health", "ecc", "board", "temp", "memory", "common", "pwm-mode", "pwm-duty-ratio",
            "nve-level", "cpu-freq-up", "no-such-type"]
 ARGUMENTS = [["info"], ["info", "-l"], ["info", "-m"], ["-v"], ["-h"], ["info", "-h"], [], ["bogus"], ["info", "-x"],
-             ["info", "-t", "usages"], ["info", "-t", "usages", "-i", "99"], ["info", "-t", "health", "-i", "0", "-c", "7"]]
+             ["info", "-t", "usages"], ["info", "-t", "usages", "-i", "99"],
+             ["info", "-t", "health", "-i", "0", "-c", "7"]]
 ARGUMENTS += [["info", "-t", query, "-i", "0"] for query in QUERIES]
 ARGUMENTS += [["info", "-t", "health", "-i", "0", "-c", "0"], ["set", "-t", "pwm-mode", "-d", "0"],
               ["set", "-t", "pwm-duty-ratio", "-d", "70"], ["set", "-t", "nve-level", "-i", "0", "-d", "1"],
