@@ -3,7 +3,8 @@
 Simulated npu-smi calls answer in-process (NPUMON_SIM_IN_PROCESS=1, set here for the whole run and so
 inherited by the `npumon` subprocesses the tests start): the same code answers as in the executable,
 without a Python start per call. Tests marked `e2e` run the real executable in a subprocess per call:
-`npumon check` end to end, the daemon process, hangs, kills and leftover processes.
+`npumon check` end to end, the daemon process, hangs, kills and leftover processes. `pytest -m e2e` runs
+just those; NPUMON_SIM_IN_PROCESS=0 runs the whole suite through the executable, as it ran before.
 
 Hypothesis profiles set the example count of properties that do not set their own (the parser property):
 "ci", the default, 2,000; "thorough", 10,000 (the parser property's bar), with HYPOTHESIS_PROFILE=thorough.
@@ -23,7 +24,7 @@ settings.register_profile("thorough", deadline=None, max_examples=10000,
                           suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
-os.environ[IN_PROCESS_ENV] = "1"
+os.environ.setdefault(IN_PROCESS_ENV, "1")  # NPUMON_SIM_IN_PROCESS=0 runs every test through the executable
 
 
 @pytest.fixture(autouse=True)
