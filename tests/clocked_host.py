@@ -11,11 +11,11 @@ from typing import Dict, List, Optional
 from prometheus_client import generate_latest
 
 from npumon.config.schema import Config
-from npumon.daemon.daemon import load_rule_set
 from npumon.model import Finding, Snapshot
 from npumon.outputs.exporter import ExporterView, build_registry
 from npumon.outputs.report import status_document
 from npumon.rules.engine import RuleEngine
+from npumon.rules.loader import load_rules
 from npumon.sim.inprocess import InProcessNpuSmi
 from npumon.sim.simulation import Simulation
 from npumon.sim.state import STATE_ENV, read_state
@@ -42,7 +42,7 @@ class ClockedHost:
         spawn = InProcessNpuSmi(clock=self.clock, sleep=self.clock.sleep)
         target = Target(sim.npu_smi_argv, sim.env, sim.root, simulated=True, spawn=spawn)
         self.collector = Collector(config, target, clock=self.clock)
-        rules, params = load_rule_set(config)
+        rules, params = load_rules(config.rule_files, params=config.thresholds)  # as the daemon loads them
         self.engine = RuleEngine(rules, params)
         self.snapshot: Optional[Snapshot] = None
         self.findings: List[Finding] = []
