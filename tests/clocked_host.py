@@ -2,8 +2,8 @@
 one clock, so a test walks through scenario hours in a moment instead of waiting for a daemon.
 
 It does what the daemon's jobs do, in order, for one moment at a time: every tier that is due polls (the
-table first), then the rules judge the snapshot. A hung npu-smi call moves the clock on by its deadline,
-as the real one would take that long.
+primary tier, the main table, first; a tier that asks to run again early does), then the rules judge the
+snapshot. A hung npu-smi call moves the clock on by its deadline, as the real one would take that long.
 """
 
 from typing import Dict, List, Optional
@@ -19,7 +19,7 @@ from npumon.rules.loader import load_rules
 from npumon.sim.inprocess import InProcessNpuSmi
 from npumon.sim.simulation import Simulation
 from npumon.sim.state import STATE_ENV, read_state
-from npumon.sources.collection import Collector
+from npumon.sources.collection import SourceSet
 from npumon.sources.target import Target
 
 
@@ -41,30 +41,30 @@ class ClockedHost:
         self.clock = FakeClock(read_state(sim.env[STATE_ENV])["start_time"])
         spawn = InProcessNpuSmi(clock=self.clock, sleep=self.clock.sleep)
         target = Target(sim.npu_smi_argv, sim.env, sim.root, simulated=True, spawn=spawn)
-        self.collector = Collector(config, target, clock=self.clock)
+        self.collection = SourceSet(config, target, clock=self.clock)
         rules, params = load_rules(config.rule_files, params=config.thresholds)  # as the daemon loads them
         self.engine = RuleEngine(rules, params)
         self.snapshot: Optional[Snapshot] = None
         self.findings: List[Finding] = []
-        self._due: Dict[str, float] = {tier: self.clock() for tier, seconds in self.collector.tiers().items()
-                                       if seconds > 0}
+        self._due: Dict[str, float] = {tier.name: self.clock() for tier in self.collection.tiers()
+                                       if tier.interval > 0}
         self.polls = 0
 
     def close(self) -> None:
-        self.collector.close()
+        self.collection.close()
 
     def step(self) -> List[Finding]:
-        """Poll what is due now, judge the snapshot, then move the clock to the next table poll."""
+        """Poll what is due now, judge the snapshot, then move the clock to the next primary poll."""
         now = self.clock()
-        intervals = self.collector.tiers()
-        for tier in sorted(self._due, key=lambda name: name != "table"):
-            if self._due[tier] <= now:
-                self.collector.poll(tier)
-                self._due[tier] = now + intervals[tier]
-        self.snapshot = self.collector.snapshot()
+        tiers = {tier.name: tier for tier in self.collection.tiers()}  # the primary first
+        for name in [name for name in tiers if name in self._due]:
+            if self._due[name] <= now:
+                retry = self.collection.poll(name)
+                self._due[name] = now + (tiers[name].interval if retry is None else retry)
+        self.snapshot = self.collection.snapshot()
         self.findings = self.engine.evaluate(self.snapshot, self.snapshot.time)
         self.polls += 1
-        self.clock.now = max(self.clock(), now + intervals["table"])
+        self.clock.now = max(self.clock(), now + self.collection.primary().interval)
         return self.findings
 
     def run_for(self, seconds: float) -> None:

@@ -242,7 +242,7 @@ def test_a_query_tier_that_ran_before_the_first_table_runs_again_within_a_second
         return snapshot.sources.get("npu-smi:usages") if snapshot else None
 
     # its first run now rather than at its spread-out start (up to 10 s in): the table is still hanging
-    daemon.scheduler.modify_job("usages", next_run_time=datetime.datetime.now(datetime.timezone.utc))
+    daemon.scheduler.modify_job("npu-smi:usages", next_run_time=datetime.datetime.now(datetime.timezone.utc))
     wait_until(lambda: usages() and "main table" in (usages().error or ""), timeout=30,
                what="usages skipped without a table")
     set_scenario(sim_state, "healthy")
