@@ -1,9 +1,37 @@
-"""Fixtures shared by several test files."""
+"""Fixtures shared by several test files, and how the suite runs the simulator.
 
+Simulated npu-smi calls answer in-process (NPUMON_SIM_IN_PROCESS=1, set here for the whole run and so
+inherited by the `npumon` subprocesses the tests start): the same code answers as in the executable,
+without a Python start per call. Tests marked `e2e` run the real executable in a subprocess per call:
+`npumon check` end to end, the daemon process, hangs, kills and leftover processes. `pytest -m e2e` runs
+just those; NPUMON_SIM_IN_PROCESS=0 runs the whole suite through the executable, as it ran before.
+
+Hypothesis profiles set the example count of properties that do not set their own (the parser property):
+"ci", the default, 2,000; "thorough", 10,000 (the parser property's bar), with HYPOTHESIS_PROFILE=thorough.
+"""
+
+import os
 import shutil
 import subprocess
 
 import pytest
+from hypothesis import HealthCheck, settings
+
+from npumon.sim.simulation import IN_PROCESS_ENV
+
+settings.register_profile("ci", deadline=None, max_examples=2000, suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("thorough", deadline=None, max_examples=10000,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+os.environ.setdefault(IN_PROCESS_ENV, "1")  # NPUMON_SIM_IN_PROCESS=0 runs every test through the executable
+
+
+@pytest.fixture(autouse=True)
+def _simulator_path(request, monkeypatch):
+    """`e2e` tests (and every process they start) run the simulator executable, as npumon does."""
+    if request.node.get_closest_marker("e2e") is not None:
+        monkeypatch.delenv(IN_PROCESS_ENV, raising=False)
 
 
 @pytest.fixture

@@ -1,4 +1,7 @@
-"""`npumon check` end to end: real subprocesses, a fake or simulated npu-smi, exit codes per the contract."""
+"""`npumon check` end to end: real subprocesses, a fake or simulated npu-smi, exit codes per the contract.
+
+The simulated scenarios answer npu-smi in-process (tests/conftest.py), except the `e2e` ones, which run the
+simulator executable for every call as `npumon check --simulate` does outside the tests."""
 
 import json
 import os
@@ -133,7 +136,7 @@ def test_bad_config_is_one_line_unknown(tmp_path, text):
 # -- the simulated scenarios: each gives the exit code and findings it should ----------------------------
 
 @pytest.mark.parametrize("scenario, code, rules", [
-    ("healthy", 0, set()),
+    pytest.param("healthy", 0, set(), marks=pytest.mark.e2e),
     ("overheat", 2, {"temperature-critical", "temperature-warning"}),
     ("ecc-rising", 2, {"ecc-uncorrectable"}),
     ("health-alarm", 2, {"health-alarm", "health-warning"}),
@@ -190,6 +193,7 @@ def _sim_children(under: Path):
     return found
 
 
+@pytest.mark.e2e
 def test_hang_returns_unknown_within_the_deadline_and_leaves_no_process(tmp_path):
     config = tmp_path / "npumon.yaml"
     config.write_text("npu_smi_timeout_seconds: 3\n")

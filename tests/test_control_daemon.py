@@ -102,7 +102,8 @@ def test_a_crash_of_the_control_job_puts_the_fans_in_the_safe_state_and_stop_kee
     (tmp_path / "board.yaml").write_text(SCENARIO)
     sim = prepare_simulation(str(tmp_path / "sim"), str(tmp_path / "board.yaml"))
     config = parse_config(CONFIG.format(state=tmp_path / "state"))
-    daemon = Daemon(config, Target(sim.npu_smi_argv, sim.env, sim.root, simulated=True), listen="127.0.0.1:0")
+    daemon = Daemon(config, Target(sim.npu_smi_argv, sim.env, sim.root, simulated=True, spawn=sim.spawn),
+                    listen="127.0.0.1:0")
     daemon.start()
     try:
         wait_until(lambda: fan_mode(tmp_path / "sim") == "manual", timeout=30, what="the governor taking over")

@@ -318,7 +318,7 @@ def sim_loop(tmp_path, chip, board, time_scale=0.0, extra=""):
     sim = prepare_simulation(str(tmp_path / "sim"), scenario(tmp_path, chip, board), time_scale=time_scale)
     config = parse_config("poll: {table_seconds: 1}\ncontrol:\n  enabled: true\n  watchdog: false\n"
                           "  ambient: {sensor: npu-smi}\n" + extra)
-    target = Target(sim.npu_smi_argv, sim.env, sim.root, simulated=True)
+    target = Target(sim.npu_smi_argv, sim.env, sim.root, simulated=True, spawn=sim.spawn)
     collection = SourceSet(config, target)
     driver = NpuSmiFanDriver(CommandRunner(sim.npu_smi_argv, 10, 1, env=sim.env), sim.npu_smi_argv, sim.env, 10)
     events = Events()

@@ -45,7 +45,8 @@ poll:
 def sim(tmp_path):
     def make(scenario="healthy"):
         simulation = prepare_simulation(str(tmp_path / "sim"), scenario)
-        return Target(simulation.npu_smi_argv, simulation.env, simulation.root, simulated=True)
+        return Target(simulation.npu_smi_argv, simulation.env, simulation.root, simulated=True,
+                      spawn=simulation.spawn)
     return make
 
 
@@ -206,8 +207,9 @@ def test_a_slow_tier_that_failed_tries_again_soon_rather_than_after_its_interval
     monkeypatch.setattr(npusmi_source, "RETRY_FAILED_TIER_SECONDS", 0.5)
     sim_state = str(tmp_path / "sim")
     simulation = prepare_simulation(sim_state, "healthy")
-    target = Target(simulation.npu_smi_argv, simulation.env, simulation.root, simulated=True)
-    path = fast_config(tmp_path, "", timeout=2)
+    target = Target(simulation.npu_smi_argv, simulation.env, simulation.root, simulated=True,
+                    spawn=simulation.spawn)
+    path = fast_config(tmp_path, "", timeout=1)  # each hung board call ends at 1 s; answers take milliseconds
     path.write_text(path.read_text().replace("board_seconds: 1", "board_seconds: 3600"))
     daemon = running(Daemon(load(path), target, listen="127.0.0.1:0"))
 
@@ -227,8 +229,9 @@ def test_a_slow_tier_that_failed_tries_again_soon_rather_than_after_its_interval
 def test_a_query_tier_that_ran_before_the_first_table_runs_again_within_a_second(tmp_path, running):
     sim_state = str(tmp_path / "sim")
     simulation = prepare_simulation(sim_state, "hang")  # npu-smi's first answers never come
-    target = Target(simulation.npu_smi_argv, simulation.env, simulation.root, simulated=True)
-    path = fast_config(tmp_path, "", timeout=2)
+    target = Target(simulation.npu_smi_argv, simulation.env, simulation.root, simulated=True,
+                    spawn=simulation.spawn)
+    path = fast_config(tmp_path, "", timeout=1)  # the hung table call ends at 1 s; answers take milliseconds
     # usages every 30 s (below the failed-tier retry's 60 s interval limit), the other query tiers off
     path.write_text(re.sub(r"(power|health|ecc|board)_seconds: [0-9.]+", r"\1_seconds: 0",
                            path.read_text().replace("usages_seconds: 0.5", "usages_seconds: 30")))
@@ -238,6 +241,8 @@ def test_a_query_tier_that_ran_before_the_first_table_runs_again_within_a_second
         snapshot = daemon.state().snapshot
         return snapshot.sources.get("npu-smi:usages") if snapshot else None
 
+    # its first run now rather than at its spread-out start (up to 10 s in): the table is still hanging
+    daemon.scheduler.modify_job("npu-smi:usages", next_run_time=datetime.datetime.now(datetime.timezone.utc))
     wait_until(lambda: usages() and "main table" in (usages().error or ""), timeout=30,
                what="usages skipped without a table")
     set_scenario(sim_state, "healthy")

@@ -60,6 +60,7 @@ def one_error_line(daemon):
 
 # -- lifecycle -------------------------------------------------------------------------------------------
 
+@pytest.mark.e2e
 def test_sigterm_stops_within_5s_with_npu_smi_hanging_and_leaves_no_process(tmp_path, daemons):
     sim_state = str(tmp_path / "sim")
     daemon = daemons("--simulate=hang", "--sim-state", sim_state, "--listen", "127.0.0.1:0",
@@ -110,6 +111,7 @@ def test_sighup_applies_a_good_config_and_refuses_a_bad_one(tmp_path, daemons):
     assert daemon.stop() < 5.0 and daemon.proc.returncode == 0
 
 
+@pytest.mark.e2e  # npu-smi as a child process: it must not inherit NOTIFY_SOCKET
 def test_systemd_notify_ready_status_watchdog_stopping(tmp_path, daemons):
     address = str(tmp_path / "notify.sock")
     with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as listener:
@@ -204,6 +206,7 @@ def test_tls_from_the_config(tmp_path, daemons, certificate):
 
 # -- npu-smi hangs mid-run ------------------------------------------------------------------------------
 
+@pytest.mark.e2e
 def test_npu_smi_hanging_mid_run(tmp_path, daemons):
     """/metrics keeps answering fast, npu-smi's source goes down and its values go away once stale, the
     daemon stays healthy, recovers when npu-smi answers again, and leaves no npu-smi process behind."""

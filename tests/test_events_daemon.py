@@ -24,7 +24,7 @@ pytestmark = pytest.mark.skipif(NPUMON is None, reason="the npumon command is no
 CONFIG = """\
 state_dir: {state}
 npu_smi_max_concurrent: 4
-poll: {{table_seconds: 1, health_seconds: 1, ecc_seconds: 1, host_seconds: 1,
+poll: {{table_seconds: 0.3, health_seconds: 0.3, ecc_seconds: 0.3, host_seconds: 0.3,
         usages_seconds: 0, power_seconds: 0, board_seconds: 0}}
 rule_files: [{rules}]
 """

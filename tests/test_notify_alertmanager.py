@@ -118,7 +118,8 @@ notify:
     assert requests.post(alertmanager + "/api/v2/silences", json=silence, timeout=5).status_code == 200
 
     sim = prepare_simulation(str(tmp_path / "sim"), str(scenario))
-    daemon = Daemon(config, Target(sim.npu_smi_argv, sim.env, sim.root, simulated=True), listen="127.0.0.1:0")
+    daemon = Daemon(config, Target(sim.npu_smi_argv, sim.env, sim.root, simulated=True, spawn=sim.spawn),
+                    listen="127.0.0.1:0")
     daemon.start()
     try:
         firing = wait_until(lambda: alerts(alertmanager).get("health-alarm"), 15, what="the firing alert")

@@ -1,6 +1,7 @@
 """The probe-slow scenario: the simulated pyACL makes one call slower by a delay that changes over scenario
 time (npumon/sim/pyacl.py), the scenario checker refuses bad delays, and a real `npumon run` daemon raises
-`probe-slow` for exactly the scenario's chip once its stream synchronisation slows down."""
+`probe-slow` for exactly the scenario's chip once its stream synchronisation slows down (switched to the
+scenario once the chip has its baseline, past the slowdown's scenario time)."""
 
 import re
 import sys
@@ -9,12 +10,13 @@ import types
 
 import pytest
 
-from daemon_harness import DaemonProcess, kill_leftovers, sample
+from daemon_harness import DaemonProcess, kill_leftovers, sample, wait_until
 from npumon.model import chip_subject
 from npumon.sources.probe.child import parse_arguments, probe
 from npumon.sources.probe.config import ProbeConfig
 from npumon.sources.probe.stages import Stages
 from npumon.sim.pyacl import ACL_ERROR_RT_STREAM_SYNC_TIMEOUT, SimulatedAcl
+from npumon.sim import set_scenario
 from npumon.sim.scenario import ScenarioError, load_scenario
 from npumon.sim.state import read_state, scenario_time
 from npumon.sim.values import probe_plan_at
@@ -114,15 +116,17 @@ def test_bad_slow_plans_name_file_line_and_key(tmp_path, probe_text, expected):
 
 SLOW_DEVICE = 6  # the scenario's override
 SLOWDOWN_AT = 1800.0  # scenario seconds
-# The slowdown comes 15 s of wall time after the start: time for the daemon to start and for every chip's
-# cold first probe and 3 warm baseline runs, even on a busy machine (a round of 8 probes takes 1-3 s here).
-TIME_SCALE = 120.0
+# The daemon starts on `healthy` (the same host without the slowdown) and switches to probe-slow once the
+# chip has its cold first probe and 3 warm baseline runs, however long a busy machine takes for them (a
+# round of 8 probes takes 1-3 s here). The scenario clock runs fast enough to be past the slowdown by then.
+TIME_SCALE = 1000.0
 CONFIG = """\
 state_dir: {state}
 poll: {{table_seconds: 1, usages_seconds: 0, power_seconds: 0, health_seconds: 0, ecc_seconds: 0, board_seconds: 0}}
 probe: {{interval_seconds: 0.5, jitter_seconds: 0.2, max_concurrent: 2}}
 """
 SUMMARY = re.compile(r"liveness probe took (\d+\.\d\d) s, over 3 times its usual (\d+\.\d\d) s")
+WARM_UP_SECONDS = 60.0  # only a failure waits this long
 
 
 @pytest.fixture
@@ -130,11 +134,11 @@ def daemon(tmp_path):
     config = tmp_path / "npumon.yaml"
     config.write_text(CONFIG.format(state=tmp_path / "state"))
     sim_state = tmp_path / "sim"
-    process = DaemonProcess(["--simulate=probe-slow", "--sim-time-scale", str(TIME_SCALE), "--sim-state",
+    process = DaemonProcess(["--simulate=healthy", "--sim-time-scale", str(TIME_SCALE), "--sim-state",
                              str(sim_state), "--listen", "127.0.0.1:0", "--config", str(config)])
     try:
         process.wait_serving(timeout=20)
-        yield process, read_state(str(sim_state))
+        yield process, str(sim_state)
     finally:
         process.close()
         kill_leftovers(str(sim_state))
@@ -150,9 +154,17 @@ def slow_chip_of(status):
 
 
 def test_probe_slow_fires_for_the_slowed_chip_alone_after_the_slowdown(daemon):
-    process, state = daemon
-    give_up = state["start_time"] + SLOWDOWN_AT / TIME_SCALE + 12.0  # a round with the 2 s probe, and spare
-    warm_before_slowdown = False
+    process, sim_state = daemon
+    chip = wait_until(lambda: (lambda chip: chip if chip and chip["probe"]["baseline_seconds"] is not None else None)(
+        slow_chip_of(process.get("/status").json())), timeout=WARM_UP_SECONDS, interval=0.2,
+        what="chip {}'s warm baseline".format(SLOW_DEVICE))
+    warm_before_slowdown = chip["probe"]["first_run"] is False
+    assert probe_slow_subjects(process.get("/status").json()) == set()
+    set_scenario(sim_state, "probe-slow")
+    state = read_state(sim_state)
+    switched_at = time.time()
+    assert scenario_time(state, switched_at) >= SLOWDOWN_AT  # the chip is slow from its next probe on
+    give_up = switched_at + 12.0  # a round with the 2 s probe, and spare
     while True:
         status = process.get("/status").json()
         # the status was read after this moment, so every probe in it started before
@@ -161,8 +173,6 @@ def test_probe_slow_fires_for_the_slowed_chip_alone_after_the_slowdown(daemon):
         chip = slow_chip_of(status)
         if fired:
             break
-        if t < SLOWDOWN_AT:
-            warm_before_slowdown = warm_before_slowdown or (chip is not None and chip["probe"]["first_run"] is False)
         assert time.time() < give_up, "probe-slow did not fire; chip {}'s last probe: {}".format(
             SLOW_DEVICE, chip and chip["probe"])
         time.sleep(0.2)

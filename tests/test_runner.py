@@ -1,4 +1,4 @@
-"""The subprocess runner: deadlines, process-group kill, reaping, the concurrency bound."""
+"""The subprocess runner: deadlines, process-group kill, reaping, the concurrency bound; an injected spawn."""
 
 import os
 import sys
@@ -7,7 +7,7 @@ import time
 
 import psutil
 
-from npumon.sources.runner import CommandRunner
+from npumon.sources.runner import CommandResult, CommandRunner
 
 PY = sys.executable
 
@@ -73,3 +73,48 @@ def test_concurrency_bound_and_waiting_counts_against_the_deadline():
 def test_undecodable_output_does_not_raise():
     runner = CommandRunner([PY, "-c", "import sys; sys.stdout.buffer.write(b'\\xff\\xfe ok')"], timeout_seconds=5)
     assert runner.run([]).stdout.endswith(" ok")
+
+
+# -- an injected spawn in place of the subprocess ----------------------------------------------------------
+
+def test_a_spawn_runs_each_call_with_the_child_environment_and_the_time_left(monkeypatch):
+    monkeypatch.setenv("NOTIFY_SOCKET", "@npumon-test")
+    calls = []
+
+    def spawn(argv, env, timeout_seconds):
+        calls.append((argv, env, timeout_seconds))
+        return CommandResult(argv, 0, "answer\n", "", 0.25)
+
+    runner = CommandRunner(["npu-smi"], timeout_seconds=7, env={"EXTRA": "1"}, spawn=spawn)
+    result = runner.run(["info"])
+    assert (result.stdout, result.returncode, result.timed_out) == ("answer\n", 0, False)
+    assert 0.25 <= result.duration_seconds < 1.0  # the spawn's own time, plus the wait for a slot
+    (argv, env, timeout_seconds), = calls
+    assert argv == ["npu-smi", "info"] and env["EXTRA"] == "1" and "NOTIFY_SOCKET" not in env
+    assert 6.0 < timeout_seconds <= 7
+    runner.run(["info"], timeout_seconds=2)
+    assert calls[-1][2] <= 2
+
+
+def test_a_spawn_keeps_the_slots_and_the_shutdown_refusal():
+    release = threading.Event()
+    running = []
+
+    def spawn(argv, env, timeout_seconds):
+        running.append(argv)
+        release.wait(5)
+        return CommandResult(argv, 0, "", "", 0.0)
+
+    runner = CommandRunner(["npu-smi"], timeout_seconds=5, max_concurrent=1, spawn=spawn)
+    first = threading.Thread(target=runner.run, args=(["info"],))
+    first.start()
+    while not running:
+        time.sleep(0.01)
+    queued = runner.run(["info"], timeout_seconds=0.2)  # the only slot is taken
+    assert queued.timed_out and "no free slot" in queued.error and not queued.started
+    release.set()
+    first.join(5)
+    runner.terminate_all()
+    refused = runner.run(["info"])
+    assert not refused.started and "shutting down" in refused.error
+    assert len(running) == 1

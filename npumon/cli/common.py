@@ -75,7 +75,7 @@ def open_target(args: argparse.Namespace, config: Config, require_npu_smi: bool 
         # The simulated inference server's metrics endpoint, read by the serving source over real HTTP.
         with QueueServer(state_dir) as queue:
             yield Target(sim.npu_smi_argv, sim.env, sim.root, simulated=True, serving_url=queue.url,
-                         sim_state_dir=state_dir)
+                         sim_state_dir=state_dir, spawn=sim.spawn)
     finally:
         if not kept_state_dir:
             shutil.rmtree(state_dir, ignore_errors=True)

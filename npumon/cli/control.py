@@ -224,7 +224,8 @@ class _Session:
     def __init__(self, config, target, record: Callable[..., None]):
         self.config = config
         self.target = target
-        self.runner = CommandRunner(target.npu_smi_argv, config.npu_smi_timeout_seconds, 1, env=target.env)
+        self.runner = CommandRunner(target.npu_smi_argv, config.npu_smi_timeout_seconds, 1, env=target.env,
+                                    spawn=target.spawn)
         self._record = record
 
     def require_enabled(self, knob: str) -> None:

@@ -57,31 +57,68 @@ class SimHost:
     knobs: Optional[Dict] = None  # fan / nve-level / cpu-freq-up settings (sim/knobs.py)
 
 
+@dataclass
+class Call:
+    """One simulator call, decided before it behaves: how it behaves (answer, answer late, hang), and
+    `answer()`, its stdout and exit status. The executable and the in-process simulator (sim/inprocess.py)
+    both run calls through here, so they answer alike."""
+
+    args: List[str]
+    state_dir: str
+    state: Dict
+    t: float  # scenario time of the call's start
+
+    @property
+    def hangs(self) -> bool:
+        return self.state["scenario"]["behaviour"] == "hang"
+
+    @property
+    def delay_seconds(self) -> float:
+        return self.state["scenario"]["delay_seconds"] or 0.0
+
+    def answer(self) -> Tuple[str, int]:
+        """stdout and exit status. A `set` changes the knobs here, so a call that never answers changes none."""
+        args, state, t = self.args, self.state, self.t
+        product = get_product(state["product"])
+        if args[:1] == ["set"]:
+            from .knobs import respond_set  # the knob module is loaded only by the calls that need it
+
+            text, status = respond_set(args[1:], product, self.state_dir, t)
+        else:
+            text, status = respond(args, sim_host(state, t, _knobs_of(product, self.state_dir)))
+        scenario = state["scenario"]
+        if scenario["behaviour"] == "garbage":
+            text = garble(args, text, scenario["garbage"])
+        return text, status
+
+
+def begin_call(args: Sequence[str], state_dir: Optional[str], now: float) -> Call:
+    """Read the state, compute scenario time at wall time `now` and advance the host's CPU to it.
+    Raises SimStateError, OSError or ValueError for a missing or damaged simulation."""
+    state = read_state(state_dir)
+    t = scenario_time(state, now)
+    _advance_host_cpu(state_dir, state, now, t)
+    return Call(list(args), state_dir, state, t)
+
+
+def misuse_message(exc: Exception) -> str:
+    """What the simulator prints on stderr (exit status EXIT_SIMULATOR_MISUSE) for a broken simulation."""
+    return "npu-smi-sim: {}\n".format(exc)
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     state_dir = os.environ.get(STATE_ENV)
-    now = time.time()
     try:
-        state = read_state(state_dir)
-        t = scenario_time(state, now)
-        _advance_host_cpu(state_dir, state, now, t)
+        call = begin_call(args, state_dir, time.time())
     except (SimStateError, OSError, ValueError) as exc:  # a missing or damaged simulation, not an npu-smi error
-        print("npu-smi-sim: {}".format(exc), file=sys.stderr)
+        sys.stderr.write(misuse_message(exc))
         return EXIT_SIMULATOR_MISUSE
-    scenario = state["scenario"]
-    if scenario["behaviour"] == "hang":
+    if call.hangs:
         _hang(state_dir)
-    if scenario["delay_seconds"]:
-        time.sleep(scenario["delay_seconds"])
-    product = get_product(state["product"])
-    if args[:1] == ["set"]:
-        from .knobs import respond_set  # the knob module is loaded only by the calls that need it
-
-        text, status = respond_set(args[1:], product, state_dir, t)
-    else:
-        text, status = respond(args, sim_host(state, t, _knobs_of(product, state_dir)))
-    if scenario["behaviour"] == "garbage":
-        text = garble(args, text, scenario["garbage"])
+    if call.delay_seconds:
+        time.sleep(call.delay_seconds)
+    text, status = call.answer()
     sys.stdout.write(text)
     sys.stdout.flush()
     return status

@@ -8,6 +8,10 @@ prepare_simulation checks the scenario, writes the state directory (start time, 
 time scale) and the fake host tree; from then on the simulator executable needs only the environment
 variable in `sim.env`. Scenario time starts at 0 when prepare_simulation returns and runs at
 `time_scale` times wall time (0 freezes it).
+
+`sim.spawn` is None: callers run the simulator executable, the same path as real npu-smi. Only a test
+run sets NPUMON_SIM_IN_PROCESS=1 (tests/conftest.py); then `sim.spawn` is the in-process simulator
+(sim/inprocess.py), for CommandRunner(..., spawn=sim.spawn), which answers alike without a fork per call.
 """
 
 import math
@@ -15,7 +19,7 @@ import os
 import sys
 import time
 from dataclasses import dataclass
-from typing import Dict, List, Optional
+from typing import Callable, Dict, List, Optional
 
 from . import scenario as scenarios
 from .hostroot import write_host_root
@@ -31,6 +35,7 @@ __all__ = ["Simulation", "prepare_simulation", "list_scenarios", "list_products"
            "set_scenario", "ScenarioError"]
 
 HOST_ROOT_DIR = "root"
+IN_PROCESS_ENV = "NPUMON_SIM_IN_PROCESS"  # test runs only: "1" answers npu-smi calls in-process
 
 
 @dataclass(frozen=True)
@@ -40,6 +45,7 @@ class Simulation:
     root: str  # host root prefix for the host reader (fake /proc, /sys, /dev, /usr/local/Ascend)
     scenario: str
     product: str
+    spawn: Optional[Callable] = None  # CommandRunner's spawn: None runs npu_smi_argv as a subprocess
 
 
 def list_scenarios() -> List[str]:
@@ -85,7 +91,15 @@ def prepare_simulation(state_dir: str, scenario: str = "healthy", product: Optio
         "root": root,
     })
     return Simulation(npu_smi_argv=[sys.executable, "-m", "npumon.sim.npusmi"], env={STATE_ENV: state_dir},
-                      root=root, scenario=checked["name"], product=product_name)
+                      root=root, scenario=checked["name"], product=product_name, spawn=_spawn())
+
+
+def _spawn() -> Optional[Callable]:
+    if os.environ.get(IN_PROCESS_ENV) != "1":
+        return None
+    from .inprocess import run_in_process
+
+    return run_in_process
 
 
 def set_scenario(state_dir: str, scenario: str) -> str:

@@ -32,7 +32,8 @@ class SourceSet:
         self.target = target
         self.clock = clock
         self.npu_smi = CommandRunner(target.npu_smi_argv, config.npu_smi_timeout_seconds,
-                                     config.npu_smi_max_concurrent, env=target.env, priority_slots=1)
+                                     config.npu_smi_max_concurrent, env=target.env, priority_slots=1,
+                                     spawn=target.spawn)
         context = SourceContext(config, target, self.npu_smi, clock)
         self.sources: List[Source] = []
         for spec in registry.SOURCES if specs is None else specs:

@@ -5,13 +5,14 @@ process behind. Each call runs in its own session (process group), so a timeout 
 anything it started, and the child is always reaped.
 """
 
+import dataclasses
 import os
 import signal
 import subprocess
 import threading
 import time
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence, Set
+from typing import Callable, Dict, List, Optional, Sequence, Set
 
 REAP_GRACE_SECONDS = 2.0
 _SYSTEMD_VARIABLES = ("NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID")
@@ -52,16 +53,24 @@ class CommandResult:
         return "exit status {}{}".format(self.returncode, ": " + first[0][:200] if first else "")
 
 
+# spawn(argv, env, timeout_seconds) -> CommandResult: runs one command in place of a subprocess
+Spawn = Callable[[List[str], Dict[str, str], float], CommandResult]
+
+
 class CommandRunner:
     """Runs `prefix + args` with a deadline and at most `max_concurrent` processes at a time.
 
     With `priority_slots`, `priority` calls (the main table) have that many slots of their own on top: however
     many ordinary calls hang, a priority call never waits for one of them.
+
+    `spawn` replaces the subprocess for each call (the simulator answering in-process in tests); slots, the
+    deadline and shutdown refusal still apply. It must return by the deadline it is given.
     """
 
     def __init__(self, prefix: Sequence[str], timeout_seconds: float, max_concurrent: int = 2,
-                 env: Optional[Dict[str, str]] = None, priority_slots: int = 0):
+                 env: Optional[Dict[str, str]] = None, priority_slots: int = 0, spawn: Optional[Spawn] = None):
         self.prefix = list(prefix)
+        self._spawn = spawn
         self.timeout_seconds = timeout_seconds
         self.max_concurrent = max_concurrent
         self._slots = threading.BoundedSemaphore(max_concurrent)
@@ -90,6 +99,10 @@ class CommandRunner:
             slots.release()
 
     def _run_in_slot(self, argv: List[str], started: float, deadline: float) -> CommandResult:
+        if self._spawn is not None:
+            waited = time.monotonic() - started
+            result = self._spawn(argv, dict(self._env), max(0.0, deadline - waited))
+            return dataclasses.replace(result, duration_seconds=waited + result.duration_seconds)
         try:
             proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                     stderr=subprocess.PIPE, start_new_session=True, env=self._env)
@@ -113,7 +126,6 @@ class CommandRunner:
                 self._live.discard(proc)
         return CommandResult(argv, None if timed_out else proc.returncode,
                              _decode(out), _decode(err), time.monotonic() - started, timed_out=timed_out)
-
 
     def terminate_all(self) -> None:
         """On shutdown: kill the process groups of calls still running (their threads then reap them)

@@ -2,7 +2,7 @@
 
 import shutil
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 
 @dataclass(frozen=True)
@@ -15,6 +15,7 @@ class Target:
     simulated: bool = False
     serving_url: Optional[str] = None  # a simulated host's queue endpoint (turns the serving source on)
     sim_state_dir: Optional[str] = None  # a simulated host's own directory
+    spawn: Optional[Callable] = None  # runs npu-smi in place of a subprocess (runner.Spawn); None: the real one
 
     @classmethod
     def real(cls, config: Any) -> "Target":  # config: the whole Config (config/schema.py)

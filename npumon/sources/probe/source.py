@@ -90,7 +90,7 @@ class ProbeSource:
         env.update(target.env or {})  # the simulation's state directory
         self._child_runner = CommandRunner(argv, settings.timeout_seconds, settings.max_concurrent, env=env)
         self._npu_smi_runner = npu_smi or CommandRunner(target.npu_smi_argv, config.npu_smi_timeout_seconds, 1,
-                                                        env=target.env)
+                                                        env=target.env, spawn=target.spawn)
         # Probes are all alike: each may use any of the runner's slots (none is kept for priority calls).
         self._run_child = run_child or (lambda args, timeout: self._child_runner.run(args, timeout, priority=True))
         self._run_npu_smi = run_npu_smi or (lambda args, timeout: self._npu_smi_runner.run(args, timeout))

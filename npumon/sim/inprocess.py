@@ -1,0 +1,56 @@
+"""The simulated npu-smi answering inside the calling process: a CommandRunner `spawn` for tests.
+
+Forking `python -m npumon.sim.npusmi` costs a Python start per npu-smi call (a `check` makes about 20).
+`run_in_process` answers the same calls with the same code (npusmi.begin_call / Call.answer) and returns
+the CommandResult the real subprocess path would: the same stdout, stderr and exit status; a hang, or a
+delay past the deadline, waits out the deadline and times out without an answer.
+
+`InProcessNpuSmi(clock=..., sleep=...)` runs on a test's own clock: scenario time follows `clock`, and the
+waits (delays, hangs) go through `sleep`, so a fake clock can pass them without waiting.
+"""
+
+import sys
+import time
+from typing import Callable, Dict, List, Optional
+
+from ..sources.runner import CommandResult
+from .npusmi import EXIT_SIMULATOR_MISUSE, begin_call, misuse_message
+from .state import STATE_ENV, SimStateError
+
+MODULE = "npumon.sim.npusmi"
+ARGV_PREFIX = [sys.executable, "-m", MODULE]  # what prepare_simulation tells callers to run
+
+
+class InProcessNpuSmi:
+    """spawn(argv, env, timeout_seconds) -> CommandResult for the simulator's argv (ARGV_PREFIX + args)."""
+
+    def __init__(self, clock: Callable[[], float] = time.time, sleep: Callable[[float], None] = time.sleep):
+        self.clock = clock
+        self.sleep = sleep
+
+    def __call__(self, argv: List[str], env: Optional[Dict[str, str]], timeout_seconds: float) -> CommandResult:
+        args = _simulator_args(argv)
+        started = self.clock()
+        try:
+            call = begin_call(args, (env or {}).get(STATE_ENV), started)
+        except (SimStateError, OSError, ValueError) as exc:
+            return CommandResult(list(argv), EXIT_SIMULATOR_MISUSE, "", misuse_message(exc),
+                                 self.clock() - started)
+        wait = timeout_seconds if call.hangs else call.delay_seconds
+        if wait >= timeout_seconds:  # killed at the deadline before it printed anything
+            self.sleep(max(0.0, timeout_seconds))
+            return CommandResult(list(argv), None, "", "", self.clock() - started, timed_out=True)
+        if wait:
+            self.sleep(wait)
+        text, status = call.answer()
+        return CommandResult(list(argv), status, text, "", self.clock() - started)
+
+
+def _simulator_args(argv: List[str]) -> List[str]:
+    """The npu-smi arguments after the simulator's own command; anything else is not ours to answer."""
+    if MODULE in argv[:3]:
+        return list(argv[argv.index(MODULE) + 1:])
+    raise ValueError("not the simulated npu-smi: {!r} (expected {!r} + arguments)".format(argv, ARGV_PREFIX))
+
+
+run_in_process = InProcessNpuSmi()
