@@ -14,8 +14,8 @@ from npumon.sources.npusmi.kv import (
     ListedNpu, MappedChip, NpuSmiError, classify_error, parse_board, parse_common, parse_ecc, parse_health,
     parse_kv_value, parse_list, parse_mapping, parse_memory, parse_power, parse_temp, parse_usages,
 )
+from paths import FIXTURES
 
-FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures")
 
 CHIP_PARSERS = (parse_usages, parse_common, parse_power, parse_temp, parse_ecc, parse_health, parse_board,
                 parse_memory)

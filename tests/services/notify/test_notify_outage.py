@@ -12,7 +12,7 @@ import time
 
 from daemon_harness import free_port, wait_until
 from npumon.services.notify.outbox import OUTBOX_FILE
-from test_notify_receivers import RecordingServer
+from recording_server import RecordingServer
 
 CONFIG = """\
 state_dir: {state}

@@ -14,8 +14,9 @@ from hypothesis import strategies as st
 from npumon.sources.npusmi import kv as npusmi_kv
 from npumon.sources.npusmi.common import NpuSmiParseError
 from npumon.sources.npusmi.table import parse_info
+from paths import FIXTURES
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(FIXTURES)
 CAPTURES = sorted(
     path.read_text().split("# ---\n", 1)[1]
     for path in FIXTURES.glob("*.txt")

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from npumon.cli.main import main
-from test_notify_receivers import RecordingServer, json_reply
+from recording_server import RecordingServer, json_reply
 
 TOKEN = "cli-t0ken-0123456789"
 

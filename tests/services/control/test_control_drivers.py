@@ -13,8 +13,9 @@ from npumon.services.control.drivers import (AUTO, FULL_SPEED, MANUAL, MIXED, Co
 from npumon.services.control.settings import ControlConfig, FanConfig
 from npumon.sim.simulation import prepare_simulation
 from npumon.sources.runner import CommandResult, CommandRunner
+from paths import FIXTURES
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(FIXTURES)
 
 
 def doc_examples():

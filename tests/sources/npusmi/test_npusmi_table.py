@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from npumon.model import CHIP_VALUE_FIELDS, MIB, ChipSample
 from npumon.sources.npusmi.common import NpuSmiParseError
 from npumon.sources.npusmi.table import MainTable, TableChip, TableProcess, parse_info
+from paths import FIXTURES
 
-FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures")
 
 
 def load_capture(name: str) -> str:

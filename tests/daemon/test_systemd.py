@@ -13,8 +13,8 @@ import yaml
 
 from npumon.config.load import parse_config
 from npumon.config.schema import Config
+from paths import REPO
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 UNIT = os.path.join(REPO, "systemd", "npumon.service")
 TEXTFILE_UNITS = [os.path.join(REPO, "exporters", "textfile", name)
                   for name in ("npumon-textfile.service", "npumon-textfile.timer")]

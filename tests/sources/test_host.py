@@ -22,8 +22,9 @@ from npumon.sim.scenario import load_scenario
 from npumon.rules.compat import check_versions, parse_version, version_in_ranges
 from npumon.sources.host.parse import HostParseError, parse_cpulist
 from npumon.sources.host.reader import HostReader
+from paths import FIXTURES
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(FIXTURES)
 GIB = 2**30
 
 

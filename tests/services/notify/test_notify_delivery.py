@@ -20,7 +20,8 @@ from npumon.services.notify.outbox import OUTBOX_FILE, Outbox
 from npumon.services.notify.receiver import Receiver
 from npumon.services.notify.routing import group_due, one_per_alert, receivers_for, route_matches
 from npumon.services.notify.service import NotifyService, notify_services
-from test_notify_receivers import RecordingServer, alert, json_reply
+from recording_server import RecordingServer, json_reply
+from test_notify_receivers import alert
 
 T0 = 1767225600.0
 TOKEN = "hook-t0ken-abcdef123"

@@ -15,7 +15,7 @@ from npumon.sources.target import Target
 from npumon.config.load import parse_config
 from npumon.daemon.daemon import Daemon
 from npumon.sim import prepare_simulation
-from test_notify_receivers import RecordingServer
+from recording_server import RecordingServer
 
 ALERTMANAGER = shutil.which("prometheus-alertmanager") or "/usr/bin/prometheus-alertmanager"
 ALARM_SECONDS = 6  # scenario time the chip stays in Alarm

@@ -13,8 +13,9 @@ import yaml
 
 from daemon_harness import free_port
 from npumon.outputs.exporter import NATIVE_METRICS
+from paths import REPO
 
-ALERTS = Path(__file__).resolve().parent.parent / "alerts"
+ALERTS = Path(REPO) / "alerts"
 RULES = ALERTS / "npumon.rules.yml"
 RULE_TESTS = ALERTS / "npumon.rules.test.yml"
 AM_EXAMPLE = ALERTS / "alertmanager.example.yml"

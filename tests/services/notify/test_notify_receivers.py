@@ -1,18 +1,13 @@
 """Every receiver flavour against a real HTTP server on 127.0.0.1: payload shape, signatures recomputed
 here (independently of npumon's signing code), and how each service's answers are read.
 
-`RecordingServer` is also used by the other test_notify_* files.
 """
 
 import base64
 import hashlib
 import hmac
-import json
-import threading
-import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Callable, List, NamedTuple, Optional, Tuple
-from urllib.parse import parse_qs, quote_plus, urlsplit
+from typing import Optional
+from urllib.parse import parse_qs, quote_plus
 
 import pytest
 
@@ -20,98 +15,13 @@ from npumon.model import Finding
 from npumon.services.notify.alert import alert_from_finding
 from npumon.services.notify.config import ReceiverConfig
 from npumon.services.notify.receiver import Receiver
+from recording_server import RecordingServer, json_reply
 
 HOST = "npu-host-01"
 NOW = 1767225600.0  # 2026-01-01T00:00:00Z
 DINGTALK_SECRET = "SEC0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcd"
 FEISHU_SECRET = "feishu-signing-secret-xyz"
 TOKEN = "tok3n5ecretvalue42"
-
-
-class Recorded(NamedTuple):
-    method: str
-    path: str
-    query: str
-    headers: dict
-    body: bytes
-
-    def json(self):
-        return json.loads(self.body.decode("utf-8"))
-
-
-Reply = Tuple[int, dict, bytes]
-
-
-class RecordingServer:
-    """A real HTTP(S) server on 127.0.0.1 that records every request and answers with `reply(request)`."""
-
-    def __init__(self, reply: Optional[Callable[[Recorded], Reply]] = None, port: int = 0,
-                 tls: Optional[Tuple[str, str]] = None, delay: float = 0.0):
-        self.requests: List[Recorded] = []
-        self.reply = reply or (lambda request: (200, {}, b"ok"))
-        self.delay = delay
-        self._arrived = threading.Condition()
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):
-                length = int(self.headers.get("Content-Length") or 0)
-                parts = urlsplit(self.path)
-                recorded = Recorded("POST", parts.path, parts.query, dict(self.headers), self.rfile.read(length))
-                # Recorded before answering: the client may look at `requests` as soon as it has the answer.
-                with server._arrived:
-                    server.requests.append(recorded)
-                    server._arrived.notify_all()
-                time.sleep(server.delay)
-                status, headers, body = server.reply(recorded)
-                try:
-                    self.send_response(status)
-                    for name, value in headers.items():
-                        self.send_header(name, value)
-                    self.send_header("Content-Length", str(len(body)))
-                    self.end_headers()
-                    self.wfile.write(body)
-                except (BrokenPipeError, ConnectionResetError):  # the client gave up (timeout tests)
-                    pass
-
-            def log_message(self, *args):
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-        self.httpd.daemon_threads = True
-        if tls is not None:
-            import ssl
-
-            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-            context.load_cert_chain(*tls)
-            self.httpd.socket = context.wrap_socket(self.httpd.socket, server_side=True)
-        self.scheme = "https" if tls else "http"
-        self.port = self.httpd.server_address[1]
-        self._thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05},
-                                        daemon=True)
-
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-    def url(self, path: str = "/") -> str:
-        return "{}://127.0.0.1:{}{}".format(self.scheme, self.port, path)
-
-    def wait_for(self, count: int, timeout: float = 10.0) -> List[Recorded]:
-        deadline = time.monotonic() + timeout
-        with self._arrived:
-            while len(self.requests) < count and time.monotonic() < deadline:
-                self._arrived.wait(deadline - time.monotonic())
-            return list(self.requests)
-
-
-def json_reply(document, status: int = 200) -> Callable[[Recorded], Reply]:
-    body = json.dumps(document).encode()
-    return lambda request: (status, {"Content-Type": "application/json"}, body)
 
 
 def finding(rule="health-alarm", severity="critical", subject="npu0/chip0", since=NOW - 120, labels=None,

@@ -30,8 +30,8 @@ import requests
 import yaml
 
 from npumon.sim.fleet import DEFAULT_FLEET, FAST_POLL, SHIPPED_ALERT_RULES, Fleet, host_address
+from paths import REPO
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DASHBOARD_DIR = os.path.join(REPO, "grafana", "dashboards")
 PROMETHEUS = shutil.which("prometheus")
 SCRAPE_INTERVAL = "2s"

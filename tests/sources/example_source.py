@@ -3,7 +3,7 @@ operator's reset tooling keeps (`<root>/var/lib/npu-resets`, one `NPU CHIP COUNT
 
 Everything a source needs is here: the source (one tier, one Reading, new Parts with its values), its
 build function, the rule fact and the metric family it adds, and the SourceSpec that the source list holds.
-tests/sources/test_contract.py registers it through the same list as the built-in sources.
+tests/sources/test_sources_contract.py registers it through the same list as the built-in sources.
 """
 
 import dataclasses

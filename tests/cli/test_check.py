@@ -15,8 +15,9 @@ import psutil
 import pytest
 
 from npumon.sim.hostroot import HostRootSpec, SimLink, write_host_root
+from paths import FIXTURES
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(FIXTURES)
 
 
 def capture_text(name):

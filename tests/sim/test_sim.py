@@ -19,8 +19,8 @@ from npumon.sim.scenario import ScenarioError, load_scenario
 from npumon.sim.simulation import list_scenarios, prepare_simulation, serving_queue_depth
 from npumon.sim.state import read_state
 from npumon.sim.values import HEALTH_STATES, ChipValues, chip_values_at, evaluate, host_with_defaults
+from paths import FIXTURES
 
-FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures")
 PROCESS_TIMEOUT = 20
 
 

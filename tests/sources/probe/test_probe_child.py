@@ -22,8 +22,9 @@ from npumon.sources.probe.samples import probe_sample
 from npumon.sim import prepare_simulation
 from npumon.sim.pyacl import ACL_HANG_PIDS_FILE, SIMULATED_ACL_DIR
 from npumon.sources.runner import CommandRunner
+from paths import PROBE_STUBS, REPO
 
-STUBS = Path(__file__).parent / "probe_stubs"
+STUBS = Path(PROBE_STUBS)
 STAGES = ["init", "set_device", "context", "device_status", "mem_info", "memcpy", "synchronize", "cleanup"]
 
 
@@ -236,7 +237,7 @@ def test_torch_missing_is_unavailable(tmp_path):
 @pytest.mark.skipif(shutil.which("vermin") is None, reason="vermin not installed (pip install -e '.[test]')")
 def test_the_child_is_a_python_37_program():
     """pyACL may only exist for an older Python than npumon's: the child's modules must run on 3.7."""
-    probe_dir = Path(__file__).parent.parent / "npumon" / "sources" / "probe"
+    probe_dir = Path(REPO) / "npumon" / "sources" / "probe"
     child_modules = [str(probe_dir / name) for name in ("__init__.py", "protocol.py", "stages.py", "compare.py",
                                                         "child.py", "acl_probe.py", "torch_probe.py")]
     result = subprocess.run(["vermin", "--target=3.7-", "--violations", "--no-tips", "--eval-annotations"]

@@ -20,8 +20,8 @@ import sys
 
 import pytest
 import yaml
+from paths import REPO
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GRAFANA = os.path.join(REPO, "grafana")
 DASHBOARD_DIR = os.path.join(GRAFANA, "dashboards")
 SCHEMA_DIR = os.path.join(REPO, "tests", "grafana_schema")

@@ -21,10 +21,10 @@ from npumon import __version__
 from npumon.outputs.exporter import ExporterView, build_registry
 from npumon.model import ChipSample, HostSample, Snapshot, SourceStatus
 from npumon.outputs.textfile import write_textfile
+from paths import REPO
 
 pytestmark = pytest.mark.integration
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PROMETHEUS = "/usr/bin/prometheus"
 
 # Constant values, so that what Prometheus stored can be compared exactly with what npumon served.
