@@ -22,7 +22,7 @@ from npumon.sources.target import Target
 from npumon.config.errors import ConfigError
 from npumon.config.load import parse_config
 from npumon.config.schema import Config
-from npumon.model import HostSample, Snapshot
+from npumon.model import HostSample
 from npumon.sim import prepare_simulation, serving_queue_depth
 from npumon.sim.queue_server import QueueServer, render_metrics
 from npumon.sources.serving.config import PRESETS, ServingConfig, display_url

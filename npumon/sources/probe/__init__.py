@@ -11,7 +11,7 @@ hard deadline, and the daemon kills the child's process group when it passes.
     outcome.py     the child's output -> ProbeOutcome (parent side)
     aclcodes.py    the ACL error codes that matter for liveness: name, meaning, what to do
     samples.py     ProbeOutcome -> the ProbeSample a chip carries in the Snapshot
-    source.py      ProbeSource: scheduling, busy chips, logical ids, baselines (an ExtraSource)
+    source.py      ProbeSource: scheduling, busy chips, logical ids, baselines (a source with its own tier)
 
 Kept import-free: the child imports this package under whatever Python runs pyACL.
 """

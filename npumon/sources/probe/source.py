@@ -1,4 +1,4 @@
-"""ProbeSource: the liveness probe as a source of the Collector (an ExtraSource with its own tier).
+"""ProbeSource: the liveness probe as a source (sources/base.py) with its own tier, `probe`.
 
 Scheduling: the tier wakes every TICK_SECONDS (or every interval, if that is shorter) and probes the chips
 that are due. Every chip is due at the first wake-up (in `npumon check`, that is the one pass); after a
