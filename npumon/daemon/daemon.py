@@ -26,6 +26,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 from ..config.errors import ConfigError
 from ..config.schema import Config
 from ..model import SourceStatus
+from ..outputs.call_metrics import CallStatsCollector
 from ..outputs.exporter import ExporterView, build_registry
 from ..outputs.report import SCHEMA, rfc3339, status_document
 from ..outputs.web import WebServer, WebServerError, parse_listen
@@ -65,6 +66,7 @@ class Daemon:
         self.registry = build_registry(self.view, npu_exporter_compat=config.exporter.npu_exporter_compat)
         self.web = self._web_server(config)
         self.collection = SourceSet(config, target)
+        self.registry.register(CallStatsCollector(lambda: self.collection.npu_smi.stats))
         self.events = None  # the event history, when the config keeps one (set by its service)
         self.services: List[Service] = []  # started by start(), once the port is ours
         self._service_collectors: Dict[int, List[object]] = {}

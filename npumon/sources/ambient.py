@@ -96,7 +96,7 @@ class AmbientSource(SingleTierSource[float]):
     def _card_sensors(self, card: int):
         forms = [self._form[card]] if card in self._form else [TEMP_FORM, COMMON_FORM]
         for form in forms:
-            result = self.runner.run(["info", "-t", form, "-i", str(card)])
+            result = self.runner.run(["info", "-t", form, "-i", str(card)], label=self.name)
             problem = npu_smi_problem(result)
             if problem is not None and "does not support" not in problem:
                 return [], "npu-smi info -t {}: {}".format(form, problem)

@@ -15,6 +15,11 @@ from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Sequence, Set
 
 REAP_GRACE_SECONDS = 2.0
+# Without a time budget, a call waits at most this many of its deadlines for a free slot: every call in a slot
+# has a deadline of its own, so a longer wait means the slots are taken by calls that keep coming.
+SLOT_WAIT_DEADLINES = 6
+# Buckets of npumon_npu_smi_call_duration_seconds: a healthy call takes 0.1-1.5 s on real hardware.
+DURATION_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 _SYSTEMD_VARIABLES = ("NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID")
 
 
@@ -28,6 +33,7 @@ class CommandResult:
     timed_out: bool = False
     error: Optional[str] = None  # could not start, or no free slot
     started: bool = True  # False: no process was started (no free slot, shutting down, no time left)
+    queue_seconds: float = 0.0  # how long the call waited for a free slot (not part of duration_seconds)
 
     @property
     def output(self) -> str:
@@ -70,6 +76,7 @@ class CommandRunner:
     def __init__(self, prefix: Sequence[str], timeout_seconds: float, max_concurrent: int = 2,
                  env: Optional[Dict[str, str]] = None, priority_slots: int = 0, spawn: Optional[Spawn] = None):
         self.prefix = list(prefix)
+        self.stats = CallStats()
         self._spawn = spawn
         self.timeout_seconds = timeout_seconds
         self.max_concurrent = max_concurrent
@@ -81,28 +88,41 @@ class CommandRunner:
         self._closed = False
 
     def run(self, args: Sequence[str], timeout_seconds: Optional[float] = None,
-            priority: bool = False) -> CommandResult:
+            priority: bool = False, not_after: Optional[float] = None, label: str = "") -> CommandResult:
+        """Run one call. Its deadline (timeout_seconds, default the runner's) covers the call, not the wait for a
+        free slot: waiting is no failure. `not_after` (time.monotonic()) is the caller's budget: the call waits
+        for a slot until then and is cut off then. `label` names the caller in the call statistics."""
         argv = self.prefix + list(args)
         if self._closed:
             return CommandResult(argv, None, "", "", 0.0, error="not run: npumon is shutting down", started=False)
         deadline = self.timeout_seconds if timeout_seconds is None else timeout_seconds
-        started = time.monotonic()
+        waited_from = time.monotonic()
+        wait = SLOT_WAIT_DEADLINES * deadline if not_after is None else max(0.0, not_after - waited_from)
         slots = self._priority_slots if priority else self._slots
-        # Waiting for a free slot counts against the deadline: the caller was promised an answer in time.
-        if not slots.acquire(timeout=deadline):
-            return CommandResult(argv, None, "", "", time.monotonic() - started, timed_out=True,
-                                 error="no free slot within {:.1f}s ({} calls already running)".format(
-                                     deadline, self.max_concurrent), started=False)
+        if not slots.acquire(timeout=wait):
+            result = CommandResult(argv, None, "", "", 0.0, queue_seconds=time.monotonic() - waited_from,
+                                   error="not run: no free npu-smi slot within {:.1f}s ({} calls running)".format(
+                                       wait, self.max_concurrent), started=False)
+            self.stats.record(label, result)
+            return result
         try:
-            return self._run_in_slot(argv, started, deadline)
+            started = time.monotonic()
+            if not_after is not None:
+                deadline = min(deadline, not_after - started)
+            if deadline <= 0:  # the slot came free just as the caller's budget ran out
+                result = CommandResult(argv, None, "", "", 0.0, queue_seconds=started - waited_from, started=False,
+                                       error="not run: the caller's time budget ran out while it waited for a slot")
+            else:
+                result = dataclasses.replace(self._run_in_slot(argv, started, deadline),
+                                             queue_seconds=started - waited_from)
         finally:
             slots.release()
+        self.stats.record(label, result)
+        return result
 
     def _run_in_slot(self, argv: List[str], started: float, deadline: float) -> CommandResult:
         if self._spawn is not None:
-            waited = time.monotonic() - started
-            result = self._spawn(argv, dict(self._env), max(0.0, deadline - waited))
-            return dataclasses.replace(result, duration_seconds=waited + result.duration_seconds)
+            return self._spawn(argv, dict(self._env), deadline)
         try:
             proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                     stderr=subprocess.PIPE, start_new_session=True, env=self._env)
@@ -173,3 +193,53 @@ def _signal_name(number: int) -> str:
 
 def _decode(data: Optional[bytes]) -> str:
     return (data or b"").decode("utf-8", errors="replace")
+
+
+class CallStats:
+    """Counts of the calls a runner made, per label (the source tier that asked): for self-metrics."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._by_label: Dict[str, "LabelStats"] = {}
+
+    def record(self, label: str, result: CommandResult) -> None:
+        with self._lock:
+            stats = self._by_label.setdefault(label, LabelStats())
+            stats.add(result)
+
+    def overran(self, label: str) -> None:
+        """The label's poll left calls out: it could not finish within its time budget."""
+        with self._lock:
+            self._by_label.setdefault(label, LabelStats()).overruns += 1
+
+    def snapshot(self) -> Dict[str, "LabelStats"]:
+        with self._lock:
+            return {label: dataclasses.replace(stats, buckets=list(stats.buckets))
+                    for label, stats in self._by_label.items()}
+
+
+@dataclass
+class LabelStats:
+    calls: int = 0  # calls that ran
+    failures: int = 0  # calls that ran and did not answer normally (timeouts included)
+    timeouts: int = 0
+    not_started: int = 0  # calls that found no free slot in time (or no time left)
+    overruns: int = 0  # polls that left calls out
+    queue_seconds: float = 0.0
+    duration_sum: float = 0.0
+    buckets: List[int] = dataclasses.field(default_factory=lambda: [0] * len(DURATION_BUCKETS))
+
+    def add(self, result: CommandResult) -> None:
+        self.queue_seconds += result.queue_seconds
+        if not result.started:
+            self.not_started += 1
+            return
+        self.calls += 1
+        self.duration_sum += result.duration_seconds
+        for index, bound in enumerate(DURATION_BUCKETS):
+            if result.duration_seconds <= bound:
+                self.buckets[index] += 1
+        if result.timed_out:
+            self.timeouts += 1
+        if result.timed_out or result.error or result.returncode != 0:
+            self.failures += 1

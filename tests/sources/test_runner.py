@@ -58,16 +58,39 @@ def test_timeout_kills_the_whole_process_group_and_reaps_it():
     assert _children_alive(marker) == []
 
 
-def test_concurrency_bound_and_waiting_counts_against_the_deadline():
+def test_the_deadline_covers_the_call_not_the_wait_for_a_slot():
     runner = CommandRunner([PY, "-c", "import time; time.sleep(1.0)"], timeout_seconds=5, max_concurrent=1)
     results = []
-    first = threading.Thread(target=lambda: results.append(runner.run([])))
+    first = threading.Thread(target=lambda: results.append(runner.run([], label="a")))
     first.start()
     time.sleep(0.3)
-    queued = runner.run([], timeout_seconds=0.2)  # the only slot is busy for ~0.7 s more
+    queued = runner.run([], timeout_seconds=2.0, label="b")  # waits ~0.7 s for the slot, then runs its full 1 s
     first.join()
-    assert queued.timed_out and "no free slot" in queued.error
-    assert results[0].returncode == 0
+    assert results[0].returncode == 0 and queued.returncode == 0 and not queued.timed_out
+    assert 0.4 < queued.queue_seconds < 2.0 and queued.duration_seconds < 2.0
+    stats = runner.stats.snapshot()
+    assert (stats["b"].calls, stats["b"].failures, stats["b"].not_started) == (1, 0, 0)
+    assert stats["b"].queue_seconds == queued.queue_seconds
+
+
+def test_a_call_waits_for_a_slot_only_until_the_callers_budget_ends():
+    runner = CommandRunner([PY, "-c", "import time; time.sleep(1.0)"], timeout_seconds=5, max_concurrent=1)
+    first = threading.Thread(target=runner.run, args=([],))
+    first.start()
+    time.sleep(0.3)
+    queued = runner.run([], not_after=time.monotonic() + 0.2, label="q")  # the only slot is busy ~0.7 s more
+    first.join()
+    assert not queued.started and not queued.timed_out and "no free npu-smi slot" in queued.error
+    assert runner.stats.snapshot()["q"].not_started == 1
+
+
+def test_a_budget_cuts_a_running_call_off():
+    runner = CommandRunner([PY, "-c", "import time; time.sleep(5)"], timeout_seconds=10)
+    started = time.monotonic()
+    result = runner.run([], not_after=time.monotonic() + 0.5, label="slow")
+    assert result.timed_out and time.monotonic() - started < 3
+    stats = runner.stats.snapshot()["slow"]
+    assert (stats.calls, stats.failures, stats.timeouts) == (1, 1, 1)
 
 
 def test_undecodable_output_does_not_raise():
@@ -110,8 +133,8 @@ def test_a_spawn_keeps_the_slots_and_the_shutdown_refusal():
     first.start()
     while not running:
         time.sleep(0.01)
-    queued = runner.run(["info"], timeout_seconds=0.2)  # the only slot is taken
-    assert queued.timed_out and "no free slot" in queued.error and not queued.started
+    queued = runner.run(["info"], not_after=time.monotonic() + 0.2)  # the only slot is taken
+    assert "no free npu-smi slot" in queued.error and not queued.started
     release.set()
     first.join(5)
     runner.terminate_all()

@@ -21,6 +21,7 @@ than a whole interval later.
 
 import concurrent.futures
 import dataclasses
+import logging
 import threading
 import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
@@ -31,6 +32,8 @@ from . import kv as npusmi_kv
 from .common import NpuSmiParseError
 from .table import MainTable, parse_info
 from ..runner import CommandResult, CommandRunner
+
+log = logging.getLogger(__name__)
 
 TABLE_SOURCE = "npu-smi"
 
@@ -93,6 +96,7 @@ class NpuSmiSource:
         self._polls: Dict[str, _Poll] = {TABLE_SOURCE: _Poll()}
         self._chip_option_unsupported = False  # 950: "does not support input parameter of -c"
         self._resume_at: Dict[str, int] = {}  # query type -> index of the first call its last poll left out
+        self._overrunning = set()  # tiers whose last poll left calls out (warned once until they finish again)
 
     # -- the source contract (sources/base.py) ------------------------------------------------------
 
@@ -127,7 +131,7 @@ class NpuSmiSource:
 
     def poll_table(self) -> None:
         started = self.clock()
-        result = self.runner.run(["info"], priority=True)  # the runner keeps a slot free for the table
+        result = self.runner.run(["info"], priority=True, label=TABLE_SOURCE)  # a slot of its own
         table, error = _parse_table(result)
         with self._lock:
             poll = self._polls[TABLE_SOURCE]
@@ -166,11 +170,14 @@ class NpuSmiSource:
         first = self._resume_at.get(query, 0) % len(targets) if targets else 0
         targets = targets[first:] + targets[:first]
         deadline = None if budget_seconds is None else time.monotonic() + budget_seconds
-        results = self._run_many([args for _, args in targets], deadline)
+        name = query_source_name(query)
+        results = self._run_many([args for _, args in targets], name, deadline)
         left_out = [index for index, result in enumerate(results) if not result.started]
         self._resume_at[query] = first + left_out[0] if left_out else 0
         failures: List[str] = []
         for (target, args), result in zip(targets, results):
+            if not result.started:
+                continue  # no time or slot left: not npu-smi's failure; the card is asked first next time
             problem = self._absorb(query, target, result, started)
             if problem == "unsupported":
                 return
@@ -178,11 +185,33 @@ class NpuSmiSource:
                 failures.append("npu {}{}: {}".format(target[0], "" if target[1] is None else " chip {}".format(
                     target[1]), problem))
         poll.duration = self.clock() - started
+        ran = len(targets) - len(left_out)
+        if left_out:
+            self.runner.stats.overran(name)
+            self._warn_overrun(name, len(left_out), len(targets), budget_seconds)
+        else:
+            self._overrunning.discard(name)
         if failures:
             poll.ok = False
-            poll.error = "{} of {} calls failed; first: {}".format(len(failures), len(targets), failures[0])
+            poll.error = "{} of {} calls failed; first: {}".format(len(failures), ran, failures[0])
+        elif not ran:
+            poll.ok = False
+            poll.error = "no call could start within the tier's {:.0f}s: every npu-smi slot stayed busy".format(
+                budget_seconds or 0)
         else:
-            poll.ok, poll.error, poll.last_success = True, None, started
+            # Slow, not failing: what was read is good. The cards left out are asked first next time.
+            poll.ok, poll.last_success = True, started
+            poll.error = None if not left_out else "{} of {} calls left out: {}".format(
+                len(left_out), len(targets), "the tier did not finish within {:.0f}s".format(budget_seconds)
+                if budget_seconds else "no npu-smi slot came free for them")
+
+    def _warn_overrun(self, name: str, left_out: int, total: int, budget: Optional[float]) -> None:
+        if name in self._overrunning:
+            return
+        self._overrunning.add(name)
+        log.warning("%s: %d of %d calls left out: the tier cannot finish within %.0fs at this npu-smi speed "
+                    "(lengthen poll.%s_seconds or raise npu_smi_max_concurrent)", name, left_out, total,
+                    budget or 0, name.split(":", 1)[1])
 
     def _targets(self, query: str, table: MainTable) -> List[Tuple[Tuple[int, Optional[int]], List[str]]]:
         cards = sorted({chip.npu for chip in table.chips})
@@ -191,16 +220,12 @@ class NpuSmiSource:
                     for chip in table.chips]
         return [((npu, None), ["info", "-t", query, "-i", str(npu)]) for npu in cards]
 
-    def _run_many(self, argvs: Sequence[List[str]], deadline: Optional[float] = None) -> List[CommandResult]:
+    def _run_many(self, argvs: Sequence[List[str]], label: str,
+                  deadline: Optional[float] = None) -> List[CommandResult]:
+        """The calls, as many at a time as the runner has slots; with a deadline (time.monotonic()) a call that
+        cannot start before it is left out (started=False) and one that runs is cut off at it."""
         def run_one(args: List[str]) -> CommandResult:
-            if deadline is None:
-                return self.runner.run(args)
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return CommandResult(self.runner.prefix + args, None, "", "", 0.0, timed_out=True,
-                                     error="not run: the poll's time budget was used up by earlier calls",
-                                     started=False)
-            return self.runner.run(args, timeout_seconds=min(self.runner.timeout_seconds, left))
+            return self.runner.run(args, not_after=deadline, label=label)
 
         if len(argvs) <= 1:
             return [run_one(args) for args in argvs]

@@ -93,7 +93,7 @@ class ProbeSource:
                                                         env=target.env, spawn=target.spawn)
         # Probes are all alike: each may use any of the runner's slots (none is kept for priority calls).
         self._run_child = run_child or (lambda args, timeout: self._child_runner.run(args, timeout, priority=True))
-        self._run_npu_smi = run_npu_smi or (lambda args, timeout: self._npu_smi_runner.run(args, timeout))
+        self._run_npu_smi = run_npu_smi or (lambda args, timeout: self._npu_smi_runner.run(args, timeout, label=SOURCE_NAME))
         self._lock = threading.RLock()
         self._chips: Dict[ChipKey, _ChipState] = {}
         self._logical_ids: Dict[ChipKey, int] = {}

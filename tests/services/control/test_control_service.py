@@ -383,9 +383,9 @@ def test_the_910b_board_sensors_come_from_the_mcu_block_of_temp(tmp_path):
     class Recording(CommandRunner):
         calls = []
 
-        def run(self, args, timeout_seconds=None, priority=False):
+        def run(self, args, timeout_seconds=None, **options):
             self.calls.append(list(args))
-            return super().run(args, timeout_seconds, priority)
+            return super().run(args, timeout_seconds, **options)
 
     source = AmbientSource(AmbientConfig(sensor="npu-smi"), sim.root, Recording(sim.npu_smi_argv, 10, 1, env=sim.env))
     source.poll("ambient", [ChipSample(npu=0, chip=0), ChipSample(npu=1, chip=0)])

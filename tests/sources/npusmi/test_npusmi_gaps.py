@@ -77,9 +77,9 @@ class Faulty(CommandRunner):
         super().__init__(*args, **kwargs)
         self.faults = {}
 
-    def run(self, args, timeout_seconds=None, priority=False):
+    def run(self, args, timeout_seconds=None, **options):
         fault = self.faults.get(tuple(args))
-        return fault if fault is not None else super().run(args, timeout_seconds, priority)
+        return fault if fault is not None else super().run(args, timeout_seconds, **options)
 
 
 @pytest.fixture
@@ -134,8 +134,10 @@ def test_a_call_the_tier_budget_left_out_keeps_the_cards_last_values(host):
         error="not run: the poll's time budget was used up by earlier calls", started=False)
     clock.now += 30
     npusmi.poll_query("usages")
-    assert "budget was used up" in usages_ok(npusmi, clock).error
+    status = usages_ok(npusmi, clock)  # slow is not down: the cards that answered are fresh, card 3 is asked first
+    assert status.ok and status.error == "1 of 8 calls left out: no npu-smi slot came free for them"
     assert chip(npusmi, clock, 3).aivector_ratio == before
+    assert npusmi.runner.stats.snapshot()["npu-smi:usages"].overruns == 1
 
 
 def test_a_query_that_dies_mid_output_is_a_failure_and_keeps_the_last_values(host):
