@@ -1,11 +1,18 @@
-"""`npumon check`: one pass of every check, printed, with the Nagios plugin's exit code.
+"""`npumon check`: one pass of the checks, printed, with the Nagios plugin's exit code.
 
 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN; UNKNOWN also when it could not check at all (bad config, no
 npu-smi, an unwritable --textfile directory), with one line or a minimal JSON document.
+
+Made to run as an NRPE plugin on a real host, where one npu-smi call takes a second or more: by default it
+reads the quick tiers (the main table, health, usages, ECC, the host; `--full` adds power, board and the
+probe, `--probe` the probe), and it gives up after `--timeout` seconds (default 9, inside NRPE's 10 s),
+printing what it has with UNKNOWN and what it still waited for.
 """
 
 import argparse
 import json
+import threading
+from typing import Sequence
 
 from ..config.errors import ConfigError
 from ..config.load import load_config
@@ -25,9 +32,27 @@ def add_check_command(commands: "argparse._SubParsersAction") -> None:
     check.add_argument("--json", action="store_true", help="print the npumon.check/v1 JSON document")
     check.add_argument("--textfile", metavar="DIR",
                        help="also write the metrics to DIR/npumon.prom for node_exporter's textfile collector")
-    check.add_argument("--no-probe", action="store_true",
-                       help="skip the liveness probe (by default every chip is probed once)")
+    check.add_argument("--full", action="store_true",
+                       help="every query tier and the liveness probe, not only the quick ones (takes longer)")
+    check.add_argument("--probe", action="store_true", help="also probe every chip once with the ACL runtime")
+    check.add_argument("--no-probe", action="store_true", help="no liveness probe, even with --full")
+    check.add_argument("--timeout", metavar="SECONDS", type=_seconds, default=DEFAULT_TIMEOUT_SECONDS,
+                       help="give up after this long, print what was read and exit 3 (default: %(default)g, "
+                            "inside NRPE's 10 s)")
     check.set_defaults(func=cmd_check)
+
+
+DEFAULT_TIMEOUT_SECONDS = 9.0
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value <= 3600:  # also refuses nan and inf
+        raise argparse.ArgumentTypeError("must be a number of seconds above 0 and at most 3600, got {!r}".format(text))
+    return value
 
 
 def load_rule_engine(config: Config, one_shot: bool):
@@ -46,16 +71,16 @@ def cmd_check(args: argparse.Namespace) -> int:
         config = load_config(args.config)
         setup_logging(args.log_level or ("warning" if config.log_level == "info" else config.log_level))
         engine, params = load_rule_engine(config, one_shot=True)
+        probe = (args.full or args.probe) and not args.no_probe
         with open_target(args, config) as target:
-            collection = SourceSet(config, target, skip=("probe",) if args.no_probe else ())
-            try:
-                snapshot = collection.collect_once()
-            finally:
-                collection.close()
+            collection = SourceSet(config, target, skip=() if probe else ("probe",))
+            snapshot, timed_out = _collect_within(collection, args.full, ("probe",) if probe else (), args.timeout)
     except (ConfigError, UserError, NpuSmiMissing) as exc:
         return _check_unknown(args, str(exc))
     findings = engine.evaluate(snapshot, now=snapshot.time)
     document = status_document(snapshot, findings)
+    if timed_out is not None:
+        document["status"], document["error"] = "unknown", timed_out
     if args.textfile:
         from ..outputs.exporter import ExporterView, build_registry
         from ..outputs.textfile import TextfileError, write_textfile
@@ -69,9 +94,30 @@ def cmd_check(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(document, indent=2))
     else:
-        print(nagios_line(snapshot, findings, params))
+        print(nagios_line(snapshot, findings, params, error=timed_out))
         print(render_table(snapshot, findings))
     return EXIT_CODES[document["status"]]
+
+
+def _collect_within(collection: SourceSet, full: bool, also: Sequence[str], timeout: float):
+    """(snapshot, None), or (what was read by the timeout, why it is incomplete). Closing the collection kills
+    the npu-smi calls still running, so nothing outlives the check."""
+    done = threading.Event()
+    result = {}
+
+    def collect() -> None:
+        result["snapshot"] = collection.collect_once(full=full, also=also)
+        done.set()
+
+    threading.Thread(target=collect, name="check-collect", daemon=True).start()
+    try:
+        if done.wait(timeout):
+            return result["snapshot"], None
+        waiting = collection.polling()
+        return collection.snapshot(), "check timed out after {:g}s{}".format(
+            timeout, "; still waiting for " + ", ".join(waiting) if waiting else "")
+    finally:
+        collection.close()
 
 
 def _check_unknown(args: argparse.Namespace, message: str) -> int:

@@ -58,10 +58,21 @@ def status_document(snapshot: Snapshot, findings: Sequence[Finding], extra: Opti
 
 # -- human and Nagios output ----------------------------------------------------------------------------
 
-def nagios_line(snapshot: Snapshot, findings: Sequence[Finding], params: Dict[str, float]) -> str:
-    status = overall_status(snapshot, findings)
+# NRPE passes at most 1,024 bytes of a plugin's output (its MAX_PACKETBUFFER_LENGTH for v2 packets): the
+# status line with its perfdata must fit, whatever the host. The table follows on the next lines.
+STATUS_LINE_LIMIT = 1024
+SUMMARY_LIMIT = 300
+
+
+def nagios_line(snapshot: Snapshot, findings: Sequence[Finding], params: Dict[str, float],
+                error: Optional[str] = None) -> str:
+    """`NPU <STATUS> - <summary> | <perfdata>`, at most STATUS_LINE_LIMIT bytes. `error`: why the check is
+    UNKNOWN although it read something (it timed out)."""
+    status = "unknown" if error else overall_status(snapshot, findings)
     active = [f for f in sorted_findings(findings) if not f.shadow and f.severity != "info"]
-    if status == "unknown":
+    if error:
+        summary = error
+    elif status == "unknown":
         table = snapshot.sources.get(TABLE_SOURCE)
         reason = table.error if table is not None and table.error else "no chips found"
         summary = "cannot read npu-smi: {}".format(reason)
@@ -72,27 +83,55 @@ def nagios_line(snapshot: Snapshot, findings: Sequence[Finding], params: Dict[st
             summary += "; ..."
     else:
         summary = "{} chip{} OK".format(len(snapshot.chips), "" if len(snapshot.chips) == 1 else "s")
-    summary = summary.replace("|", "/")  # '|' starts perfdata in the Nagios protocol
-    perf = perfdata(snapshot, params)
-    return "NPU {} - {}{}".format(status.upper(), summary, " | " + perf if perf else "")
+    summary = summary.replace("|", "/").replace("\n", " ")  # '|' starts perfdata in the Nagios protocol
+    if len(summary) > SUMMARY_LIMIT:
+        summary = summary[:SUMMARY_LIMIT - 3].rstrip() + "..."
+    line = "NPU {} - {}".format(status.upper(), summary)
+    perf = perfdata(snapshot, params, budget=STATUS_LINE_LIMIT - len(line.encode("utf-8")) - len(" | "))
+    return line + (" | " + perf if perf else "")
 
 
-def perfdata(snapshot: Snapshot, params: Dict[str, float]) -> str:
+def perfdata(snapshot: Snapshot, params: Dict[str, float], budget: Optional[int] = None) -> str:
+    """Nagios perfdata (plugin guidelines: label=value[UOM];warn;crit;min;max, UOM one of s % B c or none).
+    Within `budget` bytes: the host-wide figures first, then per chip temperature, AI Core, power, HBM, as many
+    as fit (a 16-chip host's full set is over NRPE's limit)."""
     warn = _num(params.get("temperature_warning_celsius"))
     crit = _num(params.get("temperature_critical_celsius"))
+    chips = snapshot.chips
+    temperatures = [chip.temperature_celsius for chip in chips if chip.temperature_celsius is not None]
+    powers = [chip.power_watts for chip in chips if chip.power_watts is not None]
     items = []
-    for chip in snapshot.chips:
-        label = "npu{}_chip{}".format(chip.npu, chip.chip)
-        if chip.temperature_celsius is not None:
-            items.append("'{}_temp'={};{};{};;".format(label, _num(chip.temperature_celsius), warn, crit))
-        if chip.power_watts is not None:
-            items.append("'{}_power'={}W;;;0;".format(label, _num(chip.power_watts)))
-        if chip.aicore_ratio is not None:
-            items.append("'{}_aicore'={}%;;;0;100".format(label, _num(chip.aicore_ratio * 100)))
-        if chip.hbm_used_bytes is not None:
-            items.append("'{}_hbm_used'={}B;;;0;{}".format(label, chip.hbm_used_bytes,
-                                                           "" if chip.hbm_total_bytes is None else chip.hbm_total_bytes))
-    return " ".join(items)
+    if temperatures:
+        items.append("'temp_max'={};{};{};;".format(_num(max(temperatures)), warn, crit))
+    if powers:
+        items.append("'power_total'={};;;0;".format(_num(sum(powers))))  # watts: no Nagios unit for them
+    for kind in ("temp", "aicore", "power", "hbm_used"):
+        for chip in chips:
+            item = _chip_perfdata(chip, kind, warn, crit)
+            if item:
+                items.append(item)
+    chosen, used = [], 0
+    for item in items:
+        cost = len(item.encode("utf-8")) + (1 if chosen else 0)
+        if budget is not None and used + cost > budget:
+            break  # later items are less important; a partial set stays in a stable order
+        chosen.append(item)
+        used += cost
+    return " ".join(chosen)
+
+
+def _chip_perfdata(chip, kind: str, warn: str, crit: str) -> Optional[str]:
+    label = "npu{}_chip{}".format(chip.npu, chip.chip)
+    if kind == "temp" and chip.temperature_celsius is not None:
+        return "'{}_temp'={};{};{};;".format(label, _num(chip.temperature_celsius), warn, crit)
+    if kind == "aicore" and chip.aicore_ratio is not None:
+        return "'{}_aicore'={}%;;;0;100".format(label, _num(chip.aicore_ratio * 100))
+    if kind == "power" and chip.power_watts is not None:
+        return "'{}_power'={};;;0;".format(label, _num(chip.power_watts))
+    if kind == "hbm_used" and chip.hbm_used_bytes is not None:
+        return "'{}_hbm_used'={}B;;;0;{}".format(label, chip.hbm_used_bytes,
+                                                 "" if chip.hbm_total_bytes is None else chip.hbm_total_bytes)
+    return None
 
 
 def _num(value: Optional[float]) -> str:

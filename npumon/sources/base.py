@@ -42,6 +42,7 @@ class Tier:
     interval: float  # seconds between polls; 0 = off
     primary: bool = False  # after each of its polls the daemon judges the rules and publishes a Snapshot
     first_run: Optional[float] = None  # seconds until its first poll; None: spread over its first interval
+    quick: bool = True  # polled by a default `npumon check` (False: only with --full; slow or costly tiers)
 
 
 @dataclass(frozen=True)

@@ -45,6 +45,8 @@ class SourceSet:
         self._tiers: Dict[str, Tuple[Tier, Source]] = {
             tier.name: (tier, source) for source in self.sources for tier in source.tiers()}
         self._hostname = socket.gethostname()
+        self._lock = threading.Lock()
+        self._polling: Dict[str, int] = {}
 
     def close(self) -> None:
         """Kill the calls still running and refuse new ones, so that nothing outlives npumon."""
@@ -63,7 +65,20 @@ class SourceSet:
     def poll(self, tier: str) -> Optional[float]:
         """Poll one tier with the latest chips; returns the retry delay its source asks for (or None)."""
         _, source = self._tiers[tier]
-        return _guarded(tier, source.poll, tier, self.snapshot().chips)
+        with self._lock:
+            self._polling[tier] = self._polling.get(tier, 0) + 1
+        try:
+            return _guarded(tier, source.poll, tier, self.snapshot().chips)
+        finally:
+            with self._lock:
+                self._polling[tier] -= 1
+                if not self._polling[tier]:
+                    del self._polling[tier]
+
+    def polling(self) -> List[str]:
+        """The tiers whose poll is running now."""
+        with self._lock:
+            return sorted(self._polling)
 
     def snapshot(self) -> Snapshot:
         now = self.clock()
@@ -74,9 +89,11 @@ class SourceSet:
             statuses.update(_guarded(source.name, source.statuses, now) or {})
         return parts.snapshot(statuses)
 
-    def collect_once(self) -> Snapshot:
-        """Every tier once: the primary first (the others need its chip list), then the rest at once."""
-        tiers = [tier for tier in self.tiers() if tier.interval > 0]
+    def collect_once(self, full: bool = True, also: Sequence[str] = ()) -> Snapshot:
+        """Every tier once (`full`; else the quick ones and those named in `also`): the primary first (the
+        others need its chip list), then the rest at once."""
+        tiers = [tier for tier in self.tiers() if tier.interval > 0
+                 and (full or tier.quick or tier.primary or tier.name in also)]
         if not tiers:
             return self.snapshot()
         self.poll(tiers[0].name)

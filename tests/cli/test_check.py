@@ -5,6 +5,7 @@ simulator executable for every call as `npumon check --simulate` does outside th
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -79,7 +80,7 @@ def test_only_main_table_works_every_chip_listed_and_unsupported_in_sources(fake
     bus_ids = ["0000:C1:00.0", "0000:C2:00.0", "0000:81:00.0", "0000:82:00.0",
                "0000:01:00.0", "0000:02:00.0", "0000:41:00.0", "0000:42:00.0"]
     env, config = fake_host("info_910b3_8npu_v23.0.7.txt", bus_ids)
-    proc, _ = run_npumon("check", "--json", "--config", str(config), env=env)
+    proc, _ = run_npumon("check", "--json", "--full", "--config", str(config), env=env)
     doc = json.loads(proc.stdout)
     assert doc["schema"] == "npumon.check/v1"
     assert [(c["npu"], c["chip"]) for c in doc["chips"]] == [(n, 0) for n in range(8)]
@@ -152,7 +153,9 @@ def test_bad_config_is_one_line_unknown(tmp_path, text):
     ("board-incompatible", 2, {"board-incompatible"}),
 ])
 def test_scenario_exit_code_and_findings(scenario, code, rules):
-    proc, _ = run_npumon("check", "--json", "--simulate={}".format(scenario))
+    # The probe and the board query are not in the quick default pass: those scenarios need --full.
+    full = ["--full"] if scenario in ("probe-failure", "board-incompatible") else []
+    proc, _ = run_npumon("check", "--json", "--simulate={}".format(scenario), *full)
     doc = json.loads(proc.stdout)
     assert proc.returncode == code, (proc.stdout[-2000:], proc.stderr[-2000:])
     assert doc["status"] == ["ok", "warning", "critical"][code]
@@ -162,7 +165,7 @@ def test_scenario_exit_code_and_findings(scenario, code, rules):
 
 
 def test_unsupported_scenario_reports_every_query_in_sources():
-    proc, _ = run_npumon("check", "--json", "--simulate=unsupported")
+    proc, _ = run_npumon("check", "--json", "--simulate=unsupported", "--full")
     doc = json.loads(proc.stdout)
     assert doc["sources"]["npu-smi"]["ok"] is True
     unsupported = {name for name, source in doc["sources"].items() if source["unsupported"]}
@@ -221,3 +224,39 @@ def test_unknown_scenario_is_one_line_unknown():
     proc, _ = run_npumon("check", "--simulate=no-such-scenario")
     assert proc.returncode == 3
     assert proc.stdout.startswith("NPU UNKNOWN - ") and proc.stdout.count("\n") == 1
+
+
+# -- as an NRPE plugin: a quick default pass, a timeout, a status line within 1 KiB ---------------------------
+
+def test_the_default_pass_reads_the_quick_tiers_and_full_reads_every_tier():
+    quick, _ = run_npumon("check", "--json", "--simulate")
+    assert set(json.loads(quick.stdout)["sources"]) == {
+        "npu-smi", "npu-smi:usages", "npu-smi:health", "npu-smi:ecc", "host", "serving-queue"}
+    full, _ = run_npumon("check", "--json", "--simulate", "--full")
+    assert set(json.loads(full.stdout)["sources"]) >= {"npu-smi:power", "npu-smi:board", "probe"}
+    probed, _ = run_npumon("check", "--json", "--simulate", "--probe")
+    assert "probe" in json.loads(probed.stdout)["sources"] and "npu-smi:board" not in json.loads(probed.stdout)["sources"]
+
+
+def test_on_timeout_it_prints_what_it_has_and_exits_unknown_with_the_reason(tmp_path):
+    config = tmp_path / "npumon.yaml"
+    config.write_text("npu_smi_timeout_seconds: 30\n")  # npu-smi's own deadline is far away: --timeout decides
+    proc, elapsed = run_npumon("check", "--simulate=hang", "--timeout", "1.5", "--config", str(config))
+    assert proc.returncode == 3 and elapsed < 1.5 + 3, elapsed
+    assert proc.stdout.startswith("NPU UNKNOWN - check timed out after 1.5s; still waiting for npu-smi")
+    bad, _ = run_npumon("check", "--simulate", "--timeout", "0")
+    assert bad.returncode == 2 and "--timeout: must be a number of seconds above 0" in bad.stderr
+
+
+def test_the_status_line_of_a_16_chip_host_fits_nrpe_and_uses_nagios_units():
+    proc, _ = run_npumon("check", "--simulate", "--sim-product", "atlas-a3")
+    line = proc.stdout.splitlines()[0]
+    assert proc.returncode == 0 and len(line.encode()) <= 1024
+    summary, perf = line.split(" | ")
+    assert summary == "NPU OK - 16 chips OK"
+    items = perf.split(" ")
+    assert items[0].startswith("'temp_max'=") and items[1].startswith("'power_total'=")
+    assert "'npu7_chip1_temp'=" in perf  # every chip's temperature fits; what does not fit is dropped whole
+    for item in items:
+        value = item.split("=", 1)[1].split(";")[0]
+        assert re.fullmatch(r"-?[0-9.]+(%|B|s|c)?", value), item  # no W, no scientific notation

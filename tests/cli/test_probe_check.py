@@ -19,7 +19,7 @@ def npumon_check(tmp_path, *args, config="", env=None):
     path = tmp_path / "npumon.yaml"
     path.write_text(QUIET_CONFIG + config)
     started = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "npumon.cli.main", "check", "--config", str(path), *args],
+    proc = subprocess.run([sys.executable, "-m", "npumon.cli.main", "check", "--probe", "--config", str(path), *args],
                           capture_output=True, text=True, timeout=120, env=env)
     return proc, time.monotonic() - started
 

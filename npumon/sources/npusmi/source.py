@@ -46,6 +46,9 @@ QUERY_PARSERS = {
 }
 QUERY_TYPES = tuple(QUERY_PARSERS)
 PER_CHIP_QUERIES = frozenset(("health",))
+# What a default `npumon check` asks besides the table: error codes, utilisation by engine, ECC counts. Power is
+# in the main table on every product; board (firmware, compatibility) changes only with an upgrade.
+QUICK_QUERIES = frozenset(("usages", "health", "ecc"))
 # Their card-level answer describes the whole card (firmware, driver, compatibility): every chip of the
 # card gets it, not only chip 0 under which the parser returns it.
 CARD_WIDE_QUERIES = frozenset(("board",))
@@ -102,7 +105,8 @@ class NpuSmiSource:
 
     def tiers(self) -> List[Tier]:
         return [Tier(TABLE_SOURCE, self.table_interval, primary=True, first_run=0.0)] + [
-            Tier(query_source_name(query), self.intervals.get(query, 0.0)) for query in QUERY_TYPES]
+            Tier(query_source_name(query), self.intervals.get(query, 0.0), quick=query in QUICK_QUERIES)
+            for query in QUERY_TYPES]
 
     def poll(self, tier: str, chips: Sequence[ChipSample] = ()) -> Optional[float]:
         query = query_of(tier)

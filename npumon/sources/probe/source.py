@@ -105,7 +105,8 @@ class ProbeSource:
     # -- the source contract (sources/base.py) -----------------------------------------------------------
 
     def tiers(self) -> List[Tier]:
-        return [Tier(SOURCE_NAME, min(self.settings.interval_seconds, TICK_SECONDS))]
+        # Not quick: a probe opens the ACL runtime on every chip, seconds of work (`check --probe` or --full).
+        return [Tier(SOURCE_NAME, min(self.settings.interval_seconds, TICK_SECONDS), quick=False)]
 
     def poll(self, tier: str, chips: Sequence[ChipSample]) -> Optional[float]:
         self.probe_due(chips)
