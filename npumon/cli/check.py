@@ -43,6 +43,7 @@ def add_check_command(commands: "argparse._SubParsersAction") -> None:
 
 
 DEFAULT_TIMEOUT_SECONDS = 9.0
+RESERVE_SECONDS = 1.0  # of --timeout, kept for the rules, the output and closing what still runs
 
 
 def _seconds(text: str) -> float:
@@ -106,7 +107,8 @@ def _collect_within(collection: SourceSet, full: bool, also: Sequence[str], time
     result = {}
 
     def collect() -> None:
-        result["snapshot"] = collection.collect_once(full=full, also=also)
+        # npu-smi calls stop a little before the timeout, so that the rules and the output still fit in it
+        result["snapshot"] = collection.collect_once(full=full, also=also, within=max(0.1, timeout - RESERVE_SECONDS))
         done.set()
 
     threading.Thread(target=collect, name="check-collect", daemon=True).start()

@@ -89,9 +89,12 @@ class SourceSet:
             statuses.update(_guarded(source.name, source.statuses, now) or {})
         return parts.snapshot(statuses)
 
-    def collect_once(self, full: bool = True, also: Sequence[str] = ()) -> Snapshot:
+    def collect_once(self, full: bool = True, also: Sequence[str] = (), within: Optional[float] = None) -> Snapshot:
         """Every tier once (`full`; else the quick ones and those named in `also`): the primary first (the
-        others need its chip list), then the rest at once."""
+        others need its chip list), then the rest at once. `within` seconds: no npu-smi call runs past that;
+        the calls that could not start are left out (their tiers say so), so the pass ends in time."""
+        if within is not None:
+            self.npu_smi.not_after = time.monotonic() + within
         tiers = [tier for tier in self.tiers() if tier.interval > 0
                  and (full or tier.quick or tier.primary or tier.name in also)]
         if not tiers:

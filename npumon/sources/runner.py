@@ -18,6 +18,8 @@ REAP_GRACE_SECONDS = 2.0
 # Without a time budget, a call waits at most this many of its deadlines for a free slot: every call in a slot
 # has a deadline of its own, so a longer wait means the slots are taken by calls that keep coming.
 SLOT_WAIT_DEADLINES = 6
+# A call cut short by its caller's budget to less than this share of its own deadline tells nothing of npu-smi.
+CUT_OFF_SHARE = 0.9
 # Buckets of npumon_npu_smi_call_duration_seconds: a healthy call takes 0.1-1.5 s on real hardware.
 DURATION_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 _SYSTEMD_VARIABLES = ("NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID")
@@ -34,6 +36,7 @@ class CommandResult:
     error: Optional[str] = None  # could not start, or no free slot
     started: bool = True  # False: no process was started (no free slot, shutting down, no time left)
     queue_seconds: float = 0.0  # how long the call waited for a free slot (not part of duration_seconds)
+    cut_off: bool = False  # timed out at the caller's budget before its own deadline: it says nothing of npu-smi
 
     @property
     def output(self) -> str:
@@ -77,6 +80,7 @@ class CommandRunner:
                  env: Optional[Dict[str, str]] = None, priority_slots: int = 0, spawn: Optional[Spawn] = None):
         self.prefix = list(prefix)
         self.stats = CallStats()
+        self.not_after: Optional[float] = None  # time.monotonic() after which no call runs (None: no such end)
         self._spawn = spawn
         self.timeout_seconds = timeout_seconds
         self.max_concurrent = max_concurrent
@@ -95,6 +99,8 @@ class CommandRunner:
         argv = self.prefix + list(args)
         if self._closed:
             return CommandResult(argv, None, "", "", 0.0, error="not run: npumon is shutting down", started=False)
+        if self.not_after is not None:  # the whole runner's budget (a one-shot check under --timeout)
+            not_after = self.not_after if not_after is None else min(not_after, self.not_after)
         deadline = self.timeout_seconds if timeout_seconds is None else timeout_seconds
         waited_from = time.monotonic()
         wait = SLOT_WAIT_DEADLINES * deadline if not_after is None else max(0.0, not_after - waited_from)
@@ -107,14 +113,17 @@ class CommandRunner:
             return result
         try:
             started = time.monotonic()
+            own_deadline = deadline
             if not_after is not None:
                 deadline = min(deadline, not_after - started)
             if deadline <= 0:  # the slot came free just as the caller's budget ran out
                 result = CommandResult(argv, None, "", "", 0.0, queue_seconds=started - waited_from, started=False,
                                        error="not run: the caller's time budget ran out while it waited for a slot")
             else:
-                result = dataclasses.replace(self._run_in_slot(argv, started, deadline),
-                                             queue_seconds=started - waited_from)
+                result = self._run_in_slot(argv, started, deadline)
+                # A call that got most of its own deadline and still timed out did hang: that is npu-smi's failure.
+                result = dataclasses.replace(result, queue_seconds=started - waited_from,
+                                             cut_off=result.timed_out and deadline < CUT_OFF_SHARE * own_deadline)
         finally:
             slots.release()
         self.stats.record(label, result)

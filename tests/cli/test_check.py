@@ -15,6 +15,8 @@ from pathlib import Path
 import psutil
 import pytest
 
+import npumon.sim.scenario
+
 from npumon.sim.hostroot import HostRootSpec, SimLink, write_host_root
 from paths import FIXTURES
 
@@ -238,14 +240,37 @@ def test_the_default_pass_reads_the_quick_tiers_and_full_reads_every_tier():
     assert "probe" in json.loads(probed.stdout)["sources"] and "npu-smi:board" not in json.loads(probed.stdout)["sources"]
 
 
-def test_on_timeout_it_prints_what_it_has_and_exits_unknown_with_the_reason(tmp_path):
+def test_npu_smi_calls_stop_before_the_timeout_so_a_hung_npu_smi_is_unknown_in_time(tmp_path):
     config = tmp_path / "npumon.yaml"
     config.write_text("npu_smi_timeout_seconds: 30\n")  # npu-smi's own deadline is far away: --timeout decides
-    proc, elapsed = run_npumon("check", "--simulate=hang", "--timeout", "1.5", "--config", str(config))
-    assert proc.returncode == 3 and elapsed < 1.5 + 3, elapsed
-    assert proc.stdout.startswith("NPU UNKNOWN - check timed out after 1.5s; still waiting for npu-smi")
+    proc, elapsed = run_npumon("check", "--simulate=hang", "--timeout", "2", "--config", str(config))
+    assert proc.returncode == 3 and elapsed < 2 + 2, elapsed
+    assert proc.stdout.startswith("NPU UNKNOWN - cannot read npu-smi: timed out after 1.0s")
     bad, _ = run_npumon("check", "--simulate", "--timeout", "0")
     assert bad.returncode == 2 and "--timeout: must be a number of seconds above 0" in bad.stderr
+
+
+def test_at_the_timeout_it_prints_what_it_has_and_names_what_it_still_waited_for(tmp_path):
+    # The probe's child has a deadline of its own (30 s here), beyond the check's: the timeout ends the check.
+    config = tmp_path / "npumon.yaml"
+    config.write_text("probe: {timeout_seconds: 30, round_timeout_seconds: 40}\n")
+    proc, elapsed = run_npumon("check", "--probe", "--simulate=probe-hang", "--timeout", "4", "--config", str(config))
+    assert proc.returncode == 3 and elapsed < 4 + 3, elapsed
+    first = proc.stdout.splitlines()[0]
+    assert first.startswith("NPU UNKNOWN - check timed out after 4s; still waiting for probe | 'temp_max'=")
+    assert "8 chips" in proc.stdout  # the table of what was read follows
+
+
+def test_healthy_at_one_second_per_npu_smi_call_is_ok_within_the_timeout(tmp_path):
+    scenario = tmp_path / "healthy-slow.yaml"
+    healthy = Path(npumon.sim.scenario.SCENARIO_DIR) / "healthy.yaml"
+    scenario.write_text(healthy.read_text() + "\ndelay_seconds: 1\n")
+    proc, elapsed = run_npumon("check", "--json", "--simulate={}".format(scenario))
+    doc = json.loads(proc.stdout)
+    assert proc.returncode == 0 and elapsed < 9 + 2, (elapsed, doc["findings"])
+    assert doc["sources"]["npu-smi"]["ok"] and all(source["ok"] for source in doc["sources"].values())
+    # 2 slots, 1 s a call: not every card's queries fit in 9 s; what did not fit is said, not failed
+    assert any("left out" in (source["error"] or "") for source in doc["sources"].values())
 
 
 def test_the_status_line_of_a_16_chip_host_fits_nrpe_and_uses_nagios_units():

@@ -176,11 +176,12 @@ class NpuSmiSource:
         deadline = None if budget_seconds is None else time.monotonic() + budget_seconds
         name = query_source_name(query)
         results = self._run_many([args for _, args in targets], name, deadline)
-        left_out = [index for index, result in enumerate(results) if not result.started]
+        # Not started, or cut off at the budget before its own deadline: asked first next time, no failure.
+        left_out = [index for index, result in enumerate(results) if not result.started or result.cut_off]
         self._resume_at[query] = first + left_out[0] if left_out else 0
         failures: List[str] = []
         for (target, args), result in zip(targets, results):
-            if not result.started:
+            if not result.started or result.cut_off:
                 continue  # no time or slot left: not npu-smi's failure; the card is asked first next time
             problem = self._absorb(query, target, result, started)
             if problem == "unsupported":
@@ -198,13 +199,13 @@ class NpuSmiSource:
         if failures:
             poll.ok = False
             poll.error = "{} of {} calls failed; first: {}".format(len(failures), ran, failures[0])
-        elif not ran:
-            poll.ok = False
-            poll.error = "no call could start within the tier's {:.0f}s: every npu-smi slot stayed busy".format(
-                budget_seconds or 0)
         else:
-            # Slow, not failing: what was read is good. The cards left out are asked first next time.
-            poll.ok, poll.last_success = True, started
+            # Slow, not failing: what was read is good, and the cards left out are asked first next time. A poll
+            # that could start no call at all read nothing new: its values age as they would without it.
+            if ran or poll.last_success is None:
+                poll.ok = True
+            if ran:
+                poll.last_success = started
             poll.error = None if not left_out else "{} of {} calls left out: {}".format(
                 len(left_out), len(targets), "the tier did not finish within {:.0f}s".format(budget_seconds)
                 if budget_seconds else "no npu-smi slot came free for them")
