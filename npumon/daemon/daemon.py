@@ -7,7 +7,8 @@ tier's job (npu-smi's main table) also evaluates the rules, so findings follow t
 the watchdog ping run on threads of their own, so slow services can never delay them.
 
 Readers (the exporter, /status, /healthz) only read `DaemonState`: a scrape never runs npu-smi, and
-nothing served over HTTP changes state.
+nothing served over HTTP changes state. Each publish also tells the operator what changed (journal.py):
+a source down or up, a finding fired or resolved, one rate-limited log line each.
 
 Lifecycle: SIGHUP reloads the config (a bad one is refused with one log line and the old one keeps
 running; rule state survives), SIGTERM/SIGINT stop within STOP_GRACE_SECONDS and leave no npu-smi behind.
@@ -35,10 +36,11 @@ from ..rules.loader import RuleError
 from ..sources.collection import SourceSet
 from ..sources.target import Target
 from .jobs import Jobs, guarded
+from .journal import Journal
 from .sdnotify import Notifier
 from .services import Service, build_services
-from .state import (DaemonState, StartupError, collection_settings, ensure_state_dir, judge_health, load_rule_set,
-                    progress_deadline, status_line)
+from .state import (DaemonState, StartupError, collection_settings, ensure_state_dir, judge_health, judge_healthz,
+                    load_rule_set, progress_deadline, status_line)
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +62,7 @@ class Daemon:
         self._stop = threading.Event()
         self._reload_requested = threading.Event()
         self._last_status: Optional[str] = None
+        self.journal = Journal()  # source down/up and finding fired/resolved lines, rate-limited
         self.notifier = Notifier()
         self.jobs = Jobs()
         self.scheduler = self.jobs.scheduler
@@ -130,6 +133,13 @@ class Daemon:
         return status_document(state.snapshot, state.findings)
 
     def health(self) -> Tuple[bool, str]:
+        """/healthz: the poll loop makes progress and the primary source has answered at least once."""
+        return judge_healthz(self.state(), self.collection.primary().name, time.monotonic(),
+                             progress_deadline(self.config))
+
+    def loop_health(self) -> Tuple[bool, str]:
+        """The watchdog's judgement: only whether the poll loop makes progress. A restart would not bring
+        a missing npu-smi back, so a source that never answered does not stop the pings."""
         return judge_health(self.state(), time.monotonic(), progress_deadline(self.config))
 
     # -- jobs ------------------------------------------------------------------------------------------
@@ -149,6 +159,7 @@ class Daemon:
         if collection is not self.collection:
             return  # reloaded meanwhile with new collection settings: the new collection's primary job follows
         snapshot = collection.snapshot()
+        primary = snapshot.sources.get(collection.primary().name)
         findings = guarded("rules", engine.evaluate, snapshot, snapshot.time)
         transitions = guarded("rules", engine.transitions) or []
         previous = self.state()
@@ -163,14 +174,16 @@ class Daemon:
         snapshot = dataclasses.replace(snapshot, sources={**snapshot.sources, **shown})  # never mutated in place
         with self._lock:
             self._state = DaemonState(snapshot=snapshot, findings=findings, last_progress=time.monotonic(),
-                                      started=previous.started, polls=previous.polls + 1)
+                                      started=previous.started, polls=previous.polls + 1,
+                                      primary_answered=previous.primary_answered or bool(primary and primary.ok))
+        guarded("journal", self.journal.publish, previous.snapshot, snapshot, transitions)
         line = status_line(snapshot, findings, collection.primary().name)
         if line != self._last_status:
             self._last_status = line
             self.notifier.status(line)
 
     def _watchdog_ping(self) -> None:
-        healthy, reason = self.health()
+        healthy, reason = self.loop_health()
         if healthy:  # only when the poll loop really made progress: otherwise let systemd restart us
             self.notifier.watchdog()
         else:
@@ -232,6 +245,7 @@ class Daemon:
     def reload(self, load_config: Callable[[], Config]) -> bool:
         """Apply a new config, or refuse it (one log line) and keep the running one."""
         self.notifier.reloading()
+        log.info("reload started; the config from %s keeps running until the new one is checked", self.config.source)
         try:
             config = load_config()
             rules, params = load_rule_set(config)

@@ -29,6 +29,7 @@ class DaemonState:
     last_progress: Optional[float] = None  # monotonic time the primary job last finished
     started: float = field(default_factory=time.monotonic)
     polls: int = 0  # primary jobs finished since start
+    primary_answered: bool = False  # the primary source succeeded at least once since the start (kept on reload)
 
 
 # -- pure helpers ------------------------------------------------------------------------------------------
@@ -51,6 +52,21 @@ def judge_health(state: DaemonState, now: float, deadline: float) -> Tuple[bool,
     if age > deadline:
         return False, "poll loop stuck: the last poll finished {:.0f}s ago (limit {:.0f}s)".format(age, deadline)
     return True, "ok"
+
+
+def judge_healthz(state: DaemonState, primary: str, now: float, deadline: float) -> Tuple[bool, str]:
+    """(healthy, reason) for /healthz: the poll loop's health, and more. A daemon whose primary source (the
+    main table) has not answered once since the start watches nothing -- no npu-smi on the host, a wrong path,
+    a wedged driver -- so after the same grace as the first poll it is not healthy either, and says why."""
+    healthy, reason = judge_health(state, now, deadline)
+    if not healthy or state.last_progress is None or state.primary_answered:
+        return healthy, reason
+    status = state.snapshot.sources.get(primary) if state.snapshot is not None else None
+    why = (status.error if status is not None else None) or "no answer yet"
+    waited = now - state.started
+    if waited <= deadline:
+        return True, "starting: {} has not answered yet: {}".format(primary, why)
+    return False, "{} has not answered once since the start {:.0f}s ago: {}".format(primary, waited, why)
 
 
 def status_line(snapshot: Snapshot, findings: Sequence[Finding], primary: str) -> str:

@@ -6,13 +6,17 @@ anything it started, and the child is always reaped.
 """
 
 import dataclasses
+import logging
 import os
+import shlex
 import signal
 import subprocess
 import threading
 import time
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Sequence, Set
+
+log = logging.getLogger(__name__)
 
 REAP_GRACE_SECONDS = 2.0
 # Without a time budget, a call waits at most this many of its deadlines for a free slot: every call in a slot
@@ -74,13 +78,18 @@ class CommandRunner:
 
     `spawn` replaces the subprocess for each call (the simulator answering in-process in tests); slots, the
     deadline and shutdown refusal still apply. It must return by the deadline it is given.
+
+    At debug level every call logs one line: its argv, outcome and duration -- never the environment, and
+    with `log_arguments=False` (commands written in the config, which may carry a password) only the program.
     """
 
     def __init__(self, prefix: Sequence[str], timeout_seconds: float, max_concurrent: int = 2,
-                 env: Optional[Dict[str, str]] = None, priority_slots: int = 0, spawn: Optional[Spawn] = None):
+                 env: Optional[Dict[str, str]] = None, priority_slots: int = 0, spawn: Optional[Spawn] = None,
+                 log_arguments: bool = True):
         self.prefix = list(prefix)
         self.stats = CallStats()
         self.not_after: Optional[float] = None  # time.monotonic() after which no call runs (None: no such end)
+        self.log_arguments = log_arguments
         self._spawn = spawn
         self.timeout_seconds = timeout_seconds
         self.max_concurrent = max_concurrent
@@ -97,6 +106,17 @@ class CommandRunner:
         free slot: waiting is no failure. `not_after` (time.monotonic()) is the caller's budget: the call waits
         for a slot until then and is cut off then. `label` names the caller in the call statistics."""
         argv = self.prefix + list(args)
+        result = self._run(argv, timeout_seconds, priority, not_after, label)
+        if log.isEnabledFor(logging.DEBUG):
+            shown = shlex.join(argv) if self.log_arguments else "{} (arguments not logged)".format(
+                shlex.quote(argv[0]) if argv else "nothing")
+            log.debug("ran %s: %s in %.3fs", shown,
+                      "exit status 0" if result.returncode == 0 else result.describe_failure(),
+                      result.duration_seconds)
+        return result
+
+    def _run(self, argv: List[str], timeout_seconds: Optional[float], priority: bool, not_after: Optional[float],
+             label: str) -> CommandResult:
         if self._closed:
             return CommandResult(argv, None, "", "", 0.0, error="not run: npumon is shutting down", started=False)
         if self.not_after is not None:  # the whole runner's budget (a one-shot check under --timeout)

@@ -346,7 +346,7 @@ def driver_from_spec(spec: Dict[str, Any]) -> FanDriver:
     if kind == "hwmon":
         return HwmonFanDriver(spec["root"], spec["device_name"], spec["channels"], spec["original_enable"])
     if kind == "command":
-        runner = CommandRunner([], spec["timeout_seconds"], 1)
+        runner = CommandRunner([], spec["timeout_seconds"], 1, log_arguments=False)
         return CommandFanDriver(runner, spec["command"], spec["auto_command"], spec["probe_command"],
                                 spec["timeout_seconds"])
     raise ValueError("unknown fan driver {!r}".format(kind))

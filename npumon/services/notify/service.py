@@ -52,6 +52,7 @@ class _ReceiverState:
     busy: threading.Lock = field(default_factory=threading.Lock)
     last_message: Optional[float] = None
     failures: int = 0  # consecutive retryable failures
+    failing_since: Optional[float] = None  # when the current outage began (its first failed attempt)
     next_attempt: float = 0.0
     recent: Deque[float] = field(default_factory=deque)  # message times within the rate window
 
@@ -274,10 +275,7 @@ class NotifyService:
         if answer.outcome == DELIVERED:
             self._outbox.delivered(sent, now)
             self._counters.add(name, "delivered", len(sent))
-            if state.failures:
-                log.info("receiver %r (%s) works again after %d failed attempts", name, receiver.endpoint,
-                         state.failures)
-            state.failures, state.next_attempt = 0, 0.0
+            self._outage_ended(name, state, now, "works again")
         elif answer.outcome == RETRY:
             self._outbox.attempt_failed(sent, answer.detail)
             self._counters.add(name, "retried", len(sent))
@@ -286,14 +284,19 @@ class NotifyService:
             state.next_attempt = now + delay
             message = "cannot deliver {} notification(s) to {!r} ({}): {}; retrying in {:.1f}s".format(
                 len(sent), name, receiver.endpoint, answer.detail, delay)
-            log.warning("%s", message)
-            if state.failures == 1:  # the event history gets the start of an outage, not every retry
+            # The log gets the start of an outage and its end (_outage_ended), the event history its start;
+            # a retry is no news.
+            if state.failures == 1:
+                log.warning("%s (an outage begins: its retries are logged at debug, its end at info)", message)
+                state.failing_since = now
                 self._record_event(EVENT_KIND, "receiver/" + name, message, "warning",
                                    {"receiver": name, "endpoint": receiver.endpoint, "error": answer.detail})
+            else:
+                log.debug("%s", message)
         else:
             self._outbox.refused(sent, answer.detail)
             self._counters.add(name, "failed", len(sent))
-            state.failures, state.next_attempt = 0, 0.0  # the service answered: it is up, the message was refused
+            self._outage_ended(name, state, now, "answers again")  # it is up; the message was refused
             message = "receiver {!r} ({}) refused {} notification(s): {}".format(
                 name, receiver.endpoint, len(sent), answer.detail)
             log.error("%s", message)
@@ -301,6 +304,14 @@ class NotifyService:
                 "receiver": name, "endpoint": receiver.endpoint, "answer": answer.detail,
                 "alerts": [{"rule": item.alert.rule, "subject": item.alert.subject, "status": item.alert.status}
                            for item in sent]})
+
+    def _outage_ended(self, name: str, state: _ReceiverState, now: float, how: str) -> None:
+        """The service answered: the outage, if there was one, is over (one line, as its start had)."""
+        if state.failures:
+            since = state.failing_since if state.failing_since is not None else now
+            log.info("receiver %r (%s) %s after %d failed attempts over %.0fs", name,
+                     self._receivers[name].endpoint, how, state.failures, max(0.0, now - since))
+        state.failures, state.next_attempt, state.failing_since = 0, 0.0, None
 
     def _backoff(self, failures: int, retry_after: Optional[float]) -> float:
         """Exponential, capped, with jitter (half to all of the step) so many hosts do not retry in step;
