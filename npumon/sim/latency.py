@@ -41,6 +41,7 @@ So on the default product (8 x 910B3) the main table takes about 1.06 s, a card 
 own Python start (about 60 ms) comes on top; the in-process simulator adds nothing.
 """
 
+import math
 import random
 from dataclasses import dataclass
 from typing import Dict, Optional, Sequence
@@ -126,8 +127,7 @@ def call_seconds(product: Product, args: Sequence[str], rng: random.Random) -> f
 
 def check_scale(scale: object, name: str = "latency_scale") -> float:
     """A latency scale as a float; ValueError unless it is a finite number >= 0."""
-    if isinstance(scale, bool) or not isinstance(scale, (int, float)) or scale != scale or scale < 0 \
-            or scale == float("inf"):
+    if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale) or scale < 0:
         raise ValueError("{} must be a finite number >= 0, got {!r}".format(name, scale))
     return float(scale)
 
