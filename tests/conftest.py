@@ -6,6 +6,13 @@ without a Python start per call. Tests marked `e2e` run the real executable in a
 `npumon check` end to end, the daemon process, hangs, kills and leftover processes. `pytest -m e2e` runs
 just those; NPUMON_SIM_IN_PROCESS=0 runs the whole suite through the executable, as it ran before.
 
+Simulated npu-smi latency (npumon/sim/latency.py) is off for the suite: NPUMON_SIM_LATENCY_SCALE=0, set here
+and inherited like the above, because real-time tests (the daemon, the fleet, the executable) would wait
+about 0.5-2.6 s per call and the suite would take many times its ~200 s. Tests that drive a fake clock lose
+nothing: the in-process simulator sleeps through the test's sleep. Tests marked `realistic_latency` run at
+hardware-like speed (scale 1), and so does every process they start; NPUMON_SIM_LATENCY_SCALE=1 runs the
+whole suite that way (slow; for checking scheduling changes against real timing).
+
 Hypothesis profiles set the example count of properties that do not set their own (the parser property):
 "ci", the default, 2,000; "thorough", 10,000 (the parser property's bar), with HYPOTHESIS_PROFILE=thorough.
 """
@@ -17,6 +24,7 @@ import subprocess
 import pytest
 from hypothesis import HealthCheck, settings
 
+from npumon.sim.latency import LATENCY_SCALE_ENV
 from npumon.sim.simulation import IN_PROCESS_ENV
 
 settings.register_profile("ci", deadline=None, max_examples=2000, suppress_health_check=[HealthCheck.too_slow])
@@ -25,13 +33,21 @@ settings.register_profile("thorough", deadline=None, max_examples=10000,
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 os.environ.setdefault(IN_PROCESS_ENV, "1")  # NPUMON_SIM_IN_PROCESS=0 runs every test through the executable
+os.environ.setdefault(LATENCY_SCALE_ENV, "0")  # NPUMON_SIM_LATENCY_SCALE=1 runs every test at hardware speed
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "realistic_latency: simulated npu-smi takes as long as on real hardware")
 
 
 @pytest.fixture(autouse=True)
 def _simulator_path(request, monkeypatch):
-    """`e2e` tests (and every process they start) run the simulator executable, as npumon does."""
+    """`e2e` tests (and every process they start) run the simulator executable, as npumon does;
+    `realistic_latency` tests simulate npu-smi at hardware speed."""
     if request.node.get_closest_marker("e2e") is not None:
         monkeypatch.delenv(IN_PROCESS_ENV, raising=False)
+    if request.node.get_closest_marker("realistic_latency") is not None:
+        monkeypatch.setenv(LATENCY_SCALE_ENV, "1")
 
 
 @pytest.fixture

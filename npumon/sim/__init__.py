@@ -14,6 +14,7 @@ _API = {
     "list_products": "simulation",
     "serving_queue_depth": "simulation",
     "set_scenario": "simulation",
+    "set_latency_scale": "simulation",
     "ScenarioError": "scenario",
 }
 __all__ = sorted(_API)

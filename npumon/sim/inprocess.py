@@ -2,13 +2,16 @@
 
 Forking `python -m npumon.sim.npusmi` costs a Python start per npu-smi call (a `check` makes about 20).
 `run_in_process` answers the same calls with the same code (npusmi.begin_call / Call.answer) and returns
-the CommandResult the real subprocess path would: the same stdout, stderr and exit status; a hang, or a
-delay past the deadline, waits out the deadline and times out without an answer.
+the CommandResult the real subprocess path would: the same stdout, stderr and exit status, after the same
+wait (real npu-smi's time for the call, latency.py, plus the scenario's delay); a hang, or a wait past the
+deadline, waits out the deadline and times out without an answer.
 
 `InProcessNpuSmi(clock=..., sleep=...)` runs on a test's own clock: scenario time follows `clock`, and the
-waits (delays, hangs) go through `sleep`, so a fake clock can pass them without waiting.
+waits (latency, delays, hangs) go through `sleep`, so a fake clock can pass them without waiting. `rng`
+draws each call's latency (a seeded one makes them repeat).
 """
 
+import random
 import sys
 import time
 from typing import Callable, Dict, List, Optional
@@ -24,19 +27,21 @@ ARGV_PREFIX = [sys.executable, "-m", MODULE]  # what prepare_simulation tells ca
 class InProcessNpuSmi:
     """spawn(argv, env, timeout_seconds) -> CommandResult for the simulator's argv (ARGV_PREFIX + args)."""
 
-    def __init__(self, clock: Callable[[], float] = time.time, sleep: Callable[[float], None] = time.sleep):
+    def __init__(self, clock: Callable[[], float] = time.time, sleep: Callable[[float], None] = time.sleep,
+                 rng: Optional[random.Random] = None):
         self.clock = clock
         self.sleep = sleep
+        self.rng = rng or random.Random()
 
     def __call__(self, argv: List[str], env: Optional[Dict[str, str]], timeout_seconds: float) -> CommandResult:
         args = _simulator_args(argv)
         started = self.clock()
         try:
-            call = begin_call(args, (env or {}).get(STATE_ENV), started)
+            call = begin_call(args, (env or {}).get(STATE_ENV), started, self.rng)
         except (SimStateError, OSError, ValueError) as exc:
             return CommandResult(list(argv), EXIT_SIMULATOR_MISUSE, "", misuse_message(exc),
                                  self.clock() - started)
-        wait = timeout_seconds if call.hangs else call.delay_seconds
+        wait = timeout_seconds if call.hangs else call.wait_seconds
         if wait >= timeout_seconds:  # killed at the deadline before it printed anything
             self.sleep(max(0.0, timeout_seconds))
             return CommandResult(list(argv), None, "", "", self.clock() - started, timed_out=True)

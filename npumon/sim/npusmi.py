@@ -4,9 +4,13 @@
 
 It accepts real npu-smi's argument syntax (`info`, `info -l`, `info -m`, `info -t TYPE -i N [-c C]`,
 `-v`) and prints real npu-smi's texts, errors included, so npumon runs it exactly as it runs npu-smi.
-Each call reads the state, computes scenario time, advances the fake host's CPU counters, then
-behaves as the scenario says: answer, answer late (delay_seconds), answer garbage, refuse every `-t`
-query, or hang.
+Each call reads the state, computes scenario time, advances the fake host's CPU counters, decides how
+long it takes, then behaves as the scenario says: answer, answer garbage, refuse every `-t` query, or hang.
+
+How long a call takes: real npu-smi's time for this product and argv (latency.py), times the simulation's
+latency scale, plus the scenario's `delay_seconds`. The two add up: `delay_seconds` is a fault on top of
+the hardware's own cost (a wedged driver answering late), `latency_scale` a host slower or faster than the
+public figures (the `slow` scenario; 0 in the test suite).
 
 Kept light on purpose: it starts once per npu-smi call, so it reads the scenario as JSON checked
 earlier by prepare_simulation and imports no YAML.
@@ -14,6 +18,7 @@ earlier by prepare_simulation and imports no YAML.
 
 import dataclasses
 import os
+import random
 import sys
 import time
 from dataclasses import dataclass
@@ -21,6 +26,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from .hostroot import advance_cpu
 from .hostspec import host_root_spec
+from .latency import call_seconds
 from .products import BOARD_WIDE_KNOBS, PWM_MODE, QUERYABLE_KNOBS, Product, get_product
 from .render_query import render_query
 from .render_table import Chip, render_info, render_list, render_mapping
@@ -67,6 +73,7 @@ class Call:
     state_dir: str
     state: Dict
     t: float  # scenario time of the call's start
+    latency_seconds: float = 0.0  # real npu-smi's time for this call, scaled (latency.py)
 
     @property
     def hangs(self) -> bool:
@@ -75,6 +82,11 @@ class Call:
     @property
     def delay_seconds(self) -> float:
         return self.state["scenario"]["delay_seconds"] or 0.0
+
+    @property
+    def wait_seconds(self) -> float:
+        """How long the call takes before it answers: the hardware's time plus the scenario's delay."""
+        return self.latency_seconds + self.delay_seconds
 
     def answer(self) -> Tuple[str, int]:
         """stdout and exit status. A `set` changes the knobs here, so a call that never answers changes none."""
@@ -92,13 +104,24 @@ class Call:
         return text, status
 
 
-def begin_call(args: Sequence[str], state_dir: Optional[str], now: float) -> Call:
-    """Read the state, compute scenario time at wall time `now` and advance the host's CPU to it.
-    Raises SimStateError, OSError or ValueError for a missing or damaged simulation."""
+def begin_call(args: Sequence[str], state_dir: Optional[str], now: float,
+               rng: Optional[random.Random] = None) -> Call:
+    """Read the state, compute scenario time at wall time `now`, advance the host's CPU to it and draw the
+    call's latency from `rng` (a fresh generator by default). Raises SimStateError, OSError or ValueError
+    for a missing or damaged simulation."""
     state = read_state(state_dir)
     t = scenario_time(state, now)
     _advance_host_cpu(state_dir, state, now, t)
-    return Call(list(args), state_dir, state, t)
+    return Call(list(args), state_dir, state, t, latency_seconds(state, args, rng))
+
+
+def latency_seconds(state: Dict, args: Sequence[str], rng: Optional[random.Random] = None) -> float:
+    """This call's share of real npu-smi time: the model's seconds times the simulation's latency scale
+    and the scenario's (a state written before either existed has scale 1)."""
+    scale = state.get("latency_scale", 1.0) * state["scenario"].get("latency_scale", 1.0)
+    if not scale:
+        return 0.0
+    return scale * call_seconds(get_product(state["product"]), args, rng or random.Random())
 
 
 def misuse_message(exc: Exception) -> str:
@@ -116,8 +139,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return EXIT_SIMULATOR_MISUSE
     if call.hangs:
         _hang(state_dir)
-    if call.delay_seconds:
-        time.sleep(call.delay_seconds)
+    if call.wait_seconds:
+        time.sleep(call.wait_seconds)
     text, status = call.answer()
     sys.stdout.write(text)
     sys.stdout.flush()

@@ -1,7 +1,8 @@
 """Scenario files: find them, read the YAML, check every key, and normalize them to plain JSON data.
 
-A scenario names its default product, how the simulated npu-smi behaves (normal, slow, hang, garbage,
-unsupported), the chips' values over time (defaults for every chip plus per-device overrides), the
+A scenario names its default product, how the simulated npu-smi behaves (normal, hang, garbage,
+unsupported) and how fast it answers (`latency_scale` times real npu-smi's speed, see latency.py, plus a
+fixed `delay_seconds`), the chips' values over time (defaults for every chip plus per-device overrides), the
 host's values and the serving queue depth. The value language is documented in values.py; the
 built-in scenarios in scenarios/*.yaml show every feature.
 
@@ -21,8 +22,8 @@ from .values import CHIP_FIELDS, ERRORS, HOST_FIELDS, NUMBER, PROBE, PROCESSES, 
 SCENARIO_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "scenarios")
 BEHAVIOURS = ("normal", "hang", "garbage", "unsupported")
 _RAMP_KEYS = ("start", "per_minute", "wobble", "period_seconds", "min", "max")
-_TOP_KEYS = ("description", "product", "behaviour", "delay_seconds", "garbage", "serving_queue_depth", "chips",
-             "host", "acl_runtime")
+_TOP_KEYS = ("description", "product", "behaviour", "delay_seconds", "latency_scale", "garbage",
+             "serving_queue_depth", "chips", "host", "acl_runtime")
 _PROBE_KEYS = ("fail", "error_code", "hang", "corrupt", "device_status", "slow", "delay_seconds")
 _GARBAGE_KEYS = ("table_keep_fraction", "query_keep_fraction")
 DEFAULT_GARBAGE = {"table_keep_fraction": 0.6, "query_keep_fraction": 0.5}
@@ -128,6 +129,9 @@ class _Checker:
             "behaviour": behaviour,
             "delay_seconds": self.number(top["delay_seconds"], "delay_seconds", low=0.0)
             if "delay_seconds" in top else 0.0,
+            # times the product's own npu-smi speed (sim/latency.py); 0 answers at once
+            "latency_scale": self.number(top["latency_scale"], "latency_scale", low=0.0)
+            if "latency_scale" in top else 1.0,
             "garbage": garbage,
             "serving_queue_depth": self.expression(top["serving_queue_depth"], "serving_queue_depth")
             if "serving_queue_depth" in top else None,

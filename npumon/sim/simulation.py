@@ -9,6 +9,11 @@ time scale) and the fake host tree; from then on the simulator executable needs 
 variable in `sim.env`. Scenario time starts at 0 when prepare_simulation returns and runs at
 `time_scale` times wall time (0 freezes it).
 
+Every simulated npu-smi call takes as long as real npu-smi would on the product (sim/latency.py), times
+`latency_scale` (and the scenario's own `latency_scale`). By default the scale is 1, hardware-like, or the
+value of NPUMON_SIM_LATENCY_SCALE when that is set: the test suite sets it to 0 (tests/conftest.py), so only
+the tests that ask for realistic latency wait for it. 0 answers at once.
+
 `sim.spawn` is None: callers run the simulator executable, the same path as real npu-smi. Only a test
 run sets NPUMON_SIM_IN_PROCESS=1 (tests/conftest.py); then `sim.spawn` is the in-process simulator
 (sim/inprocess.py), for CommandRunner(..., spawn=sim.spawn), which answers alike without a fork per call.
@@ -25,6 +30,7 @@ from . import scenario as scenarios
 from .hostroot import write_host_root
 from .hostspec import host_root_spec
 from .knobs import reset_knobs
+from .latency import check_scale, scale_from_environment
 from .npusmi import HANG_PIDS_FILE
 from .products import PRODUCTS, get_product
 from .scenario import ScenarioError, load_scenario
@@ -32,7 +38,7 @@ from .state import STATE_ENV, read_state, scenario_time, update_state, write_sta
 from .values import DEFAULT_SERVING_QUEUE_DEPTH, evaluate, host_cpu_busy_at, host_with_defaults
 
 __all__ = ["Simulation", "prepare_simulation", "list_scenarios", "list_products", "serving_queue_depth",
-           "set_scenario", "ScenarioError"]
+           "set_scenario", "set_latency_scale", "ScenarioError"]
 
 HOST_ROOT_DIR = "root"
 IN_PROCESS_ENV = "NPUMON_SIM_IN_PROCESS"  # test runs only: "1" answers npu-smi calls in-process
@@ -46,6 +52,7 @@ class Simulation:
     scenario: str
     product: str
     spawn: Optional[Callable] = None  # CommandRunner's spawn: None runs npu_smi_argv as a subprocess
+    latency_scale: float = 1.0  # times real npu-smi's speed (before the scenario's own scale); 0: no latency
 
 
 def list_scenarios() -> List[str]:
@@ -59,12 +66,13 @@ def list_products() -> List[str]:
 
 
 def prepare_simulation(state_dir: str, scenario: str = "healthy", product: Optional[str] = None,
-                       time_scale: float = 1.0) -> Simulation:
+                       time_scale: float = 1.0, latency_scale: Optional[float] = None) -> Simulation:
     """Create (or reset) a simulated host in `state_dir`.
 
     `scenario` is a built-in name or a path to a YAML file; `product` overrides the scenario's product.
+    `latency_scale` multiplies real npu-smi's time per call (None: NPUMON_SIM_LATENCY_SCALE if set, else 1).
     Raises ScenarioError for an unknown or bad scenario and for an unknown product, ValueError for a bad
-    time scale.
+    time scale or latency scale.
     """
     checked = load_scenario(scenario)
     product_name = product or checked["product"]
@@ -73,6 +81,9 @@ def prepare_simulation(state_dir: str, scenario: str = "healthy", product: Optio
     if isinstance(time_scale, bool) or not isinstance(time_scale, (int, float)) or not math.isfinite(time_scale) \
             or time_scale < 0:
         raise ValueError("time_scale must be a finite number >= 0, got {!r}".format(time_scale))
+    if latency_scale is None:
+        latency_scale = scale_from_environment(os.environ)
+    latency_scale = 1.0 if latency_scale is None else check_scale(latency_scale)
     state_dir = os.path.abspath(state_dir)
     root = os.path.join(state_dir, HOST_ROOT_DIR)
     host = host_with_defaults(checked["host"])
@@ -85,13 +96,15 @@ def prepare_simulation(state_dir: str, scenario: str = "healthy", product: Optio
     write_state(state_dir, {
         "start_time": time.time(),
         "time_scale": float(time_scale),
+        "latency_scale": latency_scale,
         "product": product_name,
         "scenario": checked,
         "host": host,
         "root": root,
     })
     return Simulation(npu_smi_argv=[sys.executable, "-m", "npumon.sim.npusmi"], env={STATE_ENV: state_dir},
-                      root=root, scenario=checked["name"], product=product_name, spawn=_spawn())
+                      root=root, scenario=checked["name"], product=product_name, spawn=_spawn(),
+                      latency_scale=latency_scale)
 
 
 def _spawn() -> Optional[Callable]:
@@ -111,6 +124,15 @@ def set_scenario(state_dir: str, scenario: str) -> str:
     state["scenario"] = checked
     update_state(os.path.abspath(state_dir), state)
     return checked["name"]
+
+
+def set_latency_scale(state_dir: str, latency_scale: float) -> None:
+    """Make a running simulation's npu-smi calls from now on take `latency_scale` times real npu-smi's
+    time (0: none), e.g. to give a benchmark hardware-like timing after a fast set-up."""
+    scale = check_scale(latency_scale)
+    state = read_state(os.path.abspath(state_dir))
+    state["latency_scale"] = scale
+    update_state(os.path.abspath(state_dir), state)
 
 
 def serving_queue_depth(state_dir: str, now: Optional[float] = None) -> float:

@@ -3,7 +3,8 @@
 Every simulator invocation is a fresh process; the state directory is what makes calls agree with
 each other (same scenario, same product, one clock). It holds:
 
-* state.json  - start time, time scale, product, the checked scenario, host values, host root path;
+* state.json  - start time, time scale, latency scale, product, the checked scenario, host values, host
+                root path;
 * cpu.json    - wall time up to which the fake host's CPU counters have been advanced (under cpu.lock).
 """
 
