@@ -211,8 +211,8 @@ class NpuSmiSource:
                 if budget_seconds else "no npu-smi slot came free for them")
 
     def _warn_overrun(self, name: str, left_out: int, total: int, budget: Optional[float]) -> None:
-        if name in self._overrunning:
-            return
+        if name in self._overrunning or self.runner.not_after is not None:
+            return  # warned already; or a one-shot pass under a budget of its own, whose sources say it
         self._overrunning.add(name)
         log.warning("%s: %d of %d calls left out: the tier cannot finish within %.0fs at this npu-smi speed "
                     "(lengthen poll.%s_seconds or raise npu_smi_max_concurrent)", name, left_out, total,
