@@ -81,7 +81,7 @@ def main() -> None:
         elapsed, stats, ages, findings = daemon_run(product, minutes)
         print("\n## Daemon on {}, {:.1f} min at the default intervals\n".format(product, elapsed))
         print("Findings raised: {}\n".format(", ".join(sorted("{} {}".format(*f) for f in findings)) or "none"))
-        print("| tier | calls/min | failures | left out | overruns | median call | max age served | median age |")
+        print("| tier | npu-smi calls/min | failures | not started | overruns | mean call | max age served | median age |")
         print("|---|---|---|---|---|---|---|---|")
         for name in sorted(set(stats) | set(ages)):
             counts = stats.get(name)

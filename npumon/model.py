@@ -195,6 +195,7 @@ class SourceStatus:
     duration_seconds: Optional[float] = None
     last_success: Optional[float] = None  # unix time
     unsupported: bool = False  # the product does not support this query at all
+    left_out: int = 0  # calls its last poll did not make for lack of time or a free slot (asked first next time)
 
     def to_json(self) -> Dict[str, Any]:
         return {
@@ -203,6 +204,7 @@ class SourceStatus:
             "duration_seconds": None if self.duration_seconds is None else round(self.duration_seconds, 4),
             "last_success": self.last_success,
             "unsupported": self.unsupported,
+            "left_out": self.left_out,
         }
 
 

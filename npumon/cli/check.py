@@ -12,7 +12,7 @@ printing what it has with UNKNOWN and what it still waited for.
 import argparse
 import json
 import threading
-from typing import Sequence
+from typing import Optional, Sequence
 
 from ..config.errors import ConfigError
 from ..config.load import load_config
@@ -74,14 +74,15 @@ def cmd_check(args: argparse.Namespace) -> int:
         engine, params = load_rule_engine(config, one_shot=True)
         probe = (args.full or args.probe) and not args.no_probe
         with open_target(args, config) as target:
-            collection = SourceSet(config, target, skip=() if probe else ("probe",))
+            collection = SourceSet(config, target, skip=() if probe else ("probe",), quick_pass=not args.full)
             snapshot, timed_out = _collect_within(collection, args.full, ("probe",) if probe else (), args.timeout)
     except (ConfigError, UserError, NpuSmiMissing) as exc:
         return _check_unknown(args, str(exc))
     findings = engine.evaluate(snapshot, now=snapshot.time)
     document = status_document(snapshot, findings)
-    if timed_out is not None:
-        document["status"], document["error"] = "unknown", timed_out
+    incomplete = timed_out or _incomplete(snapshot)
+    if incomplete is not None:  # some of what this pass was to read was not read: no verdict on it
+        document["status"], document["error"] = "unknown", incomplete
     if args.textfile:
         from ..outputs.exporter import ExporterView, build_registry
         from ..outputs.textfile import TextfileError, write_textfile
@@ -92,12 +93,22 @@ def cmd_check(args: argparse.Namespace) -> int:
                                                          npu_exporter_compat=config.exporter.npu_exporter_compat))
         except TextfileError as exc:
             return _check_unknown(args, str(exc))
+    args.exit_code = EXIT_CODES[document["status"]]  # also when a closed pipe cuts the printing short
     if args.json:
         print(json.dumps(document, indent=2))
     else:
-        print(nagios_line(snapshot, findings, params, error=timed_out))
+        print(nagios_line(snapshot, findings, params, error=incomplete))
         print(render_table(snapshot, findings))
-    return EXIT_CODES[document["status"]]
+    return args.exit_code
+
+
+def _incomplete(snapshot) -> Optional[str]:
+    """Why the pass is incomplete (a tier left calls out within --timeout), or None."""
+    short = ["{} ({} calls)".format(name, status.left_out)
+             for name, status in sorted(snapshot.sources.items()) if status.left_out]
+    if not short:
+        return None
+    return "check incomplete: --timeout reached before every call of " + ", ".join(short) + " was made"
 
 
 def _collect_within(collection: SourceSet, full: bool, also: Sequence[str], timeout: float):

@@ -29,8 +29,20 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return args.func(args)
     except KeyboardInterrupt:
         return 130
-    except BrokenPipeError:  # `npumon check | head`
-        return 0
+    except BrokenPipeError:  # `npumon check | head`: the reader has gone; the verdict still counts
+        _quiet_stdout()
+        return getattr(args, "exit_code", 0)
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null, so that Python's flush at exit does not complain about the closed pipe."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
 
 
 def build_parser() -> argparse.ArgumentParser:

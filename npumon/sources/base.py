@@ -86,6 +86,7 @@ class SourceContext:
     target: "Target"
     npu_smi: "CommandRunner"
     clock: Callable[[], float] = time.time
+    quick_pass: bool = False  # one quick pass of `npumon check`: a source may ask less (npu-smi: health)
 
 
 @dataclass(frozen=True)
