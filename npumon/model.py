@@ -196,6 +196,7 @@ class SourceStatus:
     last_success: Optional[float] = None  # unix time
     unsupported: bool = False  # the product does not support this query at all
     left_out: int = 0  # calls its last poll did not make for lack of time or a free slot (asked first next time)
+    waiting_on: Optional[str] = None  # down only because this other source is (its own failure is not news)
 
     def to_json(self) -> Dict[str, Any]:
         return {
@@ -205,6 +206,7 @@ class SourceStatus:
             "last_success": self.last_success,
             "unsupported": self.unsupported,
             "left_out": self.left_out,
+            "waiting_on": self.waiting_on,
         }
 
 

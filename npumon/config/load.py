@@ -155,6 +155,8 @@ def _validate(config: Config, node: yaml.Node, path: str) -> None:
         problems.append(("npu_smi_timeout_seconds", "must be greater than 0"))
     if config.npu_smi_max_concurrent < 1:
         problems.append(("npu_smi_max_concurrent", "must be at least 1"))
+    if config.check_max_concurrent < 1:
+        problems.append(("check_max_concurrent", "must be at least 1"))
     if config.max_age_seconds <= 0:
         problems.append(("max_age_seconds", "must be greater than 0"))
     if config.log_level not in LOG_LEVELS:

@@ -41,7 +41,9 @@ class ExporterConfig:
 class CoreConfig:
     npu_smi: str = "npu-smi"
     npu_smi_timeout_seconds: float = 10.0
-    npu_smi_max_concurrent: int = 2
+    npu_smi_max_concurrent: int = 2  # the daemon's npu-smi calls at a time (the main table has one more slot)
+    # `npumon check`'s: one pass may ask more at once to fit NRPE's 10 s (nvitop-npu runs 8 per-card queries at once)
+    check_max_concurrent: int = 4
     root: str = "/"  # prefix for every host path (/proc, /sys, /dev, the Ascend directory); tests use fake trees
     ascend_dir: str = "/usr/local/Ascend"
     state_dir: str = "/var/lib/npumon"  # event history and the notification outbox live here

@@ -36,8 +36,9 @@ class Line:
 # -- what changed: pure ------------------------------------------------------------------------------------
 
 def is_down(status: SourceStatus) -> bool:
-    """Failing for real: not ok, not unsupported on this host, and not merely waiting for its first poll."""
-    return not status.ok and not status.unsupported and not not_polled_yet(status)
+    """Failing for real: not ok, not unsupported on this host, not merely waiting for its first poll, and not
+    down only because another source is (that one's line says why: npu-smi's queries wait for its table)."""
+    return not status.ok and not status.unsupported and not not_polled_yet(status) and status.waiting_on is None
 
 
 def not_polled_yet(status: SourceStatus) -> bool:

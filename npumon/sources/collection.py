@@ -26,14 +26,17 @@ log = logging.getLogger(__name__)
 
 class SourceSet:
     def __init__(self, config: Config, target: Target, clock: Callable[[], float] = time.time,
-                 skip: Sequence[str] = (), specs: Optional[Sequence[SourceSpec]] = None, quick_pass: bool = False):
+                 skip: Sequence[str] = (), specs: Optional[Sequence[SourceSpec]] = None, quick_pass: bool = False,
+                 max_concurrent: Optional[int] = None):
         """`skip`: names of sources to leave out (`check --no-probe`); `specs`: the source list (tests);
-        `quick_pass`: for one quick pass of `npumon check`, where sources may ask less."""
+        `quick_pass`: for one quick pass of `npumon check`, where sources may ask less; `max_concurrent`:
+        npu-smi calls at a time (default: npu_smi_max_concurrent)."""
         self.config = config
         self.target = target
         self.clock = clock
         self.npu_smi = CommandRunner(target.npu_smi_argv, config.npu_smi_timeout_seconds,
-                                     config.npu_smi_max_concurrent, env=target.env, priority_slots=1,
+                                     max_concurrent or config.npu_smi_max_concurrent,
+                                     env=target.env, priority_slots=1,
                                      spawn=target.spawn)
         context = SourceContext(config, target, self.npu_smi, clock, quick_pass)
         self.sources: List[Source] = []

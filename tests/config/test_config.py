@@ -54,6 +54,7 @@ def test_values_are_converted():
     ("thresholds:\n  temprature_critical_celsius: 90\n", "FILE:2: thresholds.temprature_critical_celsius: unknown threshold"),
     ("exporter:\n  listen: localhost\n", "FILE:2: exporter.listen: listen address 'localhost' has no port"),
     ("rule_files: /etc/rules.yaml\n", "FILE:1: rule_files: expected a list"),
+    ("log_level: info\ncheck_max_concurrent: 0\n", "FILE:2: check_max_concurrent: must be at least 1"),
 ])
 def test_errors_name_file_line_and_key(tmp_path, text, expected):
     assert _error(text, tmp_path).startswith(expected)

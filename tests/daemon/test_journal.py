@@ -45,6 +45,14 @@ def test_down_means_failing_not_unsupported_and_not_waiting_for_the_first_poll()
     assert not is_down(SourceStatus(ok=True, error="some files unreadable", last_success=T0))  # a warning only
 
 
+def test_a_query_tier_that_waits_for_the_table_is_not_news_of_its_own():
+    waiting = SourceStatus(ok=False, error="skipped while the main table cannot be read", waiting_on="npu-smi")
+    missing = SourceStatus(ok=False, error="cannot run npu-smi: No such file or directory", duration_seconds=0.0)
+    assert not is_down(waiting)
+    assert levels_and_messages(changes(None, snapshot(npu_smi=missing, npu_smi_usages=waiting), [])) == [
+        ("WARNING", "source npu-smi is down: cannot run npu-smi: No such file or directory")]
+
+
 def test_a_source_down_from_the_start_says_so_once_and_a_source_not_polled_yet_says_nothing():
     missing = SourceStatus(ok=False, error="cannot run npu-smi: No such file or directory", duration_seconds=0.0)
     first = snapshot(npu_smi=missing, power=NOT_POLLED, host=UP)

@@ -44,3 +44,13 @@ def test_check_on_the_default_product_at_hardware_speed_reports_what_it_reports_
     assert report(fast) == (0, "NPU OK - 8 chips OK", 8)
     assert report(real) == report(fast), real.stdout[-2000:]
     assert took < 10.0  # NRPE's default timeout
+
+
+def test_check_on_the_16_chip_a3_at_hardware_speed_fits_nrpes_timeout(record_property):
+    # 2 s a call: the quick pass (the table, -t ecc per card, -t health of chips not OK) at check_max_concurrent
+    fast, _ = check("atlas-a3", "0")
+    real, took = check("atlas-a3", "1")
+    record_property("check_wall_seconds", round(took, 2))
+    assert report(fast) == (0, "NPU OK - 16 chips OK", 16)
+    assert report(real) == report(fast), real.stdout[-2000:]
+    assert took < 10.0

@@ -78,6 +78,7 @@ class _Poll:
         self.last_success: Optional[float] = None
         self.unsupported = False
         self.left_out = 0
+        self.waiting_on: Optional[str] = None
 
 
 class NpuSmiSource:
@@ -168,8 +169,9 @@ class NpuSmiSource:
             table = self._table
             table_ok = self._polls[TABLE_SOURCE].ok
         if table is None or not table_ok:
-            poll.ok, poll.error = False, "skipped while the main table cannot be read"
+            poll.ok, poll.error, poll.waiting_on = False, "skipped while the main table cannot be read", TABLE_SOURCE
             return
+        poll.waiting_on = None
         started = self.clock()
         targets = self._targets(query, table)
         # Begin where the previous poll ran out of time or slots, so that while some cards hang it is not
@@ -323,7 +325,7 @@ class NpuSmiSource:
         for name, poll in list(self._polls.items()):
             status = SourceStatus(ok=poll.ok, error=poll.error, duration_seconds=poll.duration,
                                   last_success=poll.last_success, unsupported=poll.unsupported,
-                                  left_out=poll.left_out)
+                                  left_out=poll.left_out, waiting_on=None if poll.ok else poll.waiting_on)
             query = query_of(name)
             result[name] = judge_status(status, now, max_age if query is None else self.allowed_age(query, max_age))
         return result
