@@ -60,3 +60,18 @@ def certificate(tmp_path):
                     "-nodes", "-keyout", key, "-out", cert, "-days", "1", "-subj", "/CN=127.0.0.1",
                     "-addext", "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True, timeout=30)
     return cert, key
+
+
+@pytest.fixture
+def running():
+    """start(daemon): start an in-process Daemon and stop it when the test ends."""
+    daemons = []
+
+    def start(daemon):
+        daemon.start()
+        daemons.append(daemon)
+        return daemon
+
+    yield start
+    for daemon in daemons:
+        daemon.stop()

@@ -300,7 +300,10 @@ def test_the_status_line_of_a_16_chip_host_fits_nrpe_and_uses_nagios_units():
 
 
 def test_a_reader_that_closes_the_pipe_early_does_not_change_the_verdict():
-    proc = subprocess.run("{} -m npumon.cli.main check --json --simulate=overheat | head -1; "
-                          "exit ${{PIPESTATUS[0]}}".format(sys.executable), shell=True, executable="/bin/bash",
-                          capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 2 and proc.stdout == "{\n" and "Traceback" not in proc.stderr, proc.stderr
+    # `npumon check --json | head -1`, as two processes joined by a pipe
+    check = subprocess.Popen([sys.executable, "-m", "npumon.cli.main", "check", "--json", "--simulate=overheat"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    head = subprocess.run(["head", "-1"], stdin=check.stdout, capture_output=True, text=True, timeout=60)
+    check.stdout.close()  # only head reads the pipe: when head exits, check's writes find it closed
+    _, errors = check.communicate(timeout=60)
+    assert check.returncode == 2 and head.stdout == "{\n" and b"Traceback" not in errors, errors

@@ -61,20 +61,6 @@ def load(path):
     return parse_config(path.read_text(), str(path))
 
 
-@pytest.fixture
-def running():
-    daemons = []
-
-    def start(daemon):
-        daemon.start()
-        daemons.append(daemon)
-        return daemon
-
-    yield start
-    for daemon in daemons:
-        daemon.stop()
-
-
 # -- pure helpers ------------------------------------------------------------------------------------------
 
 def test_judge_health():

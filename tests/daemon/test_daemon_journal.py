@@ -6,7 +6,6 @@ import logging
 import re
 import shlex
 
-import pytest
 import requests
 
 import npumon.daemon.state as state_module
@@ -36,20 +35,6 @@ def write_config(tmp_path, extra="", timeout=5.0):
 
 def load(path):
     return parse_config(path.read_text(), str(path))
-
-
-@pytest.fixture
-def running():
-    daemons = []
-
-    def start(daemon):
-        daemon.start()
-        daemons.append(daemon)
-        return daemon
-
-    yield start
-    for daemon in daemons:
-        daemon.stop()
 
 
 def journal_lines(caplog):
