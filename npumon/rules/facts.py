@@ -216,14 +216,14 @@ def _blank_facts() -> Tuple[FrozenSet[str], FrozenSet[str]]:
 
 
 CHIP_FACTS, HOST_FACTS = _blank_facts()
-_known = {id(registry.SOURCES): (CHIP_FACTS, HOST_FACTS)}  # per source list: tests register sources of their own
+_known = {registry.SOURCES: (CHIP_FACTS, HOST_FACTS)}  # per source list: tests register sources of their own
 
 
 def is_known_fact(subject_kind: str, name: str) -> bool:
     """Whether a rule of `subject_kind` ("chip" or "host") can read fact `name`."""
-    if id(registry.SOURCES) not in _known:
-        _known[id(registry.SOURCES)] = _blank_facts()
-    chip_facts_known, host_facts_known = _known[id(registry.SOURCES)]
+    if registry.SOURCES not in _known:
+        _known[registry.SOURCES] = _blank_facts()
+    chip_facts_known, host_facts_known = _known[registry.SOURCES]
     if subject_kind == "chip":
         if name in chip_facts_known:
             return True

@@ -15,7 +15,7 @@ import time
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from ..config.schema import Config
-from ..model import ChipSample, HostSample, Snapshot
+from ..model import HostSample, Snapshot
 from .base import Parts, Source, SourceContext, SourceSpec, Tier
 from . import registry
 from .runner import CommandRunner
@@ -111,9 +111,6 @@ class SourceSet:
         for thread in threads:
             thread.join()
         return self.snapshot()
-
-    def chips(self) -> List[ChipSample]:
-        return self.snapshot().chips
 
 
 def _guarded(what: str, func: Callable, *args):
