@@ -8,6 +8,7 @@ import stat
 import subprocess
 import sys
 
+from daemon_harness import wait_until
 from npumon.childenv import SYSTEMD_VARIABLES, child_environment, withhold
 from npumon.config.load import load_config
 from npumon.services.control.watchdog import WatchdogProcess
@@ -52,6 +53,15 @@ def dumps(dump_dir, name):
             with open(os.path.join(str(dump_dir), entry), encoding="utf-8") as handle:
                 found.append(json.load(handle))
     return found
+
+
+def environment_after_exec(pid, marker):
+    """The environment of a process once it runs `marker` (before its exec it still shows npumon's)."""
+    with open("/proc/{}/cmdline".format(pid), "rb") as handle:
+        if marker.encode() not in handle.read():
+            return None
+    with open("/proc/{}/environ".format(pid), "rb") as handle:
+        return dict(item.decode().split("=", 1) for item in handle.read().split(b"\0") if b"=" in item) or None
 
 
 def assert_no_secret(environments):
@@ -113,8 +123,8 @@ def test_the_fan_watchdog_and_its_command_see_no_secret_variable(tmp_path, monke
                                 "timeout_seconds": 10}, "auto", 60)
     watchdog.start()
     try:
-        with open("/proc/{}/environ".format(watchdog.pid), "rb") as handle:
-            own = dict(item.decode().split("=", 1) for item in handle.read().split(b"\0") if b"=" in item)
+        own = wait_until(lambda: environment_after_exec(watchdog.pid, "npumon.services.control.watchdog"),
+                         what="the watchdog running")
         watchdog._process.stdin.close()  # npumon gone without disarming: the watchdog hands the fans back
         watchdog._process.wait(30)
     finally:
