@@ -11,6 +11,8 @@ from typing import Any, Dict, List, Optional, Tuple, Union
 
 import yaml
 
+from ..childenv import withhold
+from ..services.notify.config import secret_variables
 from .errors import ConfigError, line_of
 from .schema import LOG_LEVELS, SECTIONS, Config, PollConfig
 
@@ -25,7 +27,9 @@ def load_config(path: Optional[str]) -> Config:
         raise ConfigError("{}: cannot read config: {}".format(path, exc.strerror or exc)) from None
     except UnicodeDecodeError:
         raise ConfigError("{}: config is not UTF-8 text".format(path)) from None
-    return parse_config(text, path)
+    config = parse_config(text, path)
+    withhold(secret_variables(config.notify))  # no child npumon starts sees a variable holding a secret
+    return config
 
 
 def parse_config(text: str, path: str = "<config>") -> Config:

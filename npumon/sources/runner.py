@@ -16,6 +16,8 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Sequence, Set
 
+from ..childenv import child_environment
+
 log = logging.getLogger(__name__)
 
 REAP_GRACE_SECONDS = 2.0
@@ -26,7 +28,6 @@ SLOT_WAIT_DEADLINES = 6
 CUT_OFF_SHARE = 0.9
 # Buckets of npumon_npu_smi_call_duration_seconds: a healthy call takes 0.1-1.5 s on real hardware.
 DURATION_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
-_SYSTEMD_VARIABLES = ("NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID")
 
 
 @dataclass(frozen=True)
@@ -95,7 +96,7 @@ class CommandRunner:
         self.max_concurrent = max_concurrent
         self._slots = threading.BoundedSemaphore(max_concurrent)
         self._priority_slots = threading.BoundedSemaphore(priority_slots) if priority_slots else self._slots
-        self._env = _child_environment(env)
+        self._extra_env = dict(env or {})
         self._live_lock = threading.Lock()
         self._live: Set["subprocess.Popen[bytes]"] = set()
         self._closed = False
@@ -150,11 +151,13 @@ class CommandRunner:
         return result
 
     def _run_in_slot(self, argv: List[str], started: float, deadline: float) -> CommandResult:
+        # Built per call: a reload may have named more secret variables since this runner was made.
+        env = child_environment(self._extra_env)
         if self._spawn is not None:
-            return self._spawn(argv, dict(self._env), deadline)
+            return self._spawn(argv, env, deadline)
         try:
             proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE, start_new_session=True, env=self._env)
+                                    stderr=subprocess.PIPE, start_new_session=True, env=env)
         except OSError as exc:
             return CommandResult(argv, None, "", "", time.monotonic() - started,
                                  error="cannot run {}: {}".format(argv[0], exc.strerror or exc))
@@ -184,13 +187,6 @@ class CommandRunner:
             live = list(self._live)
         for proc in live:
             _kill_group(proc)
-
-
-def _child_environment(extra: Optional[Dict[str, str]]) -> Dict[str, str]:
-    # The tool must not talk to systemd on our behalf (it would count as our readiness or watchdog ping).
-    env = {key: value for key, value in os.environ.items() if key not in _SYSTEMD_VARIABLES}
-    env.update(extra or {})
-    return env
 
 
 def _kill_group(proc: "subprocess.Popen[bytes]") -> None:
