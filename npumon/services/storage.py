@@ -19,17 +19,12 @@ MAX_RETRY_SECONDS = 60.0
 _CORRUPTION = ("file is not a database", "database disk image is malformed")
 _COMPANIONS = ("-wal", "-shm", "-journal")
 
-# Every connection to a store's file comes from connect(); tests replace this class (a subclass of
-# sqlite3.Connection) to make SQLite fail the way a broken disk does.
-connection_factory = sqlite3.Connection
-
 FileId = Tuple[int, int]  # (st_dev, st_ino)
 
 
 def connect(path: str, timeout: float, uri: bool = False) -> sqlite3.Connection:
     """An autocommit connection usable from several threads (callers serialise with a lock)."""
-    return sqlite3.connect(path, timeout=timeout, isolation_level=None, check_same_thread=False, uri=uri,
-                           factory=connection_factory)
+    return sqlite3.connect(path, timeout=timeout, isolation_level=None, check_same_thread=False, uri=uri)
 
 
 def reason(exc: BaseException) -> str:

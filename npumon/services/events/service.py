@@ -18,6 +18,7 @@ any reopen the findings and chips tables are rewritten from memory (the running 
 so sticky findings survive a history that had to start anew.
 """
 
+import contextlib
 import logging
 import queue
 import threading
@@ -186,7 +187,7 @@ class EventService:
             if self._store is None and self._health.due():
                 self._open()
             if self._store is None:
-                self._lost(_event_count(item))
+                self._drop(item)
                 continue
             self._write_or_recover(item)
 
@@ -195,7 +196,7 @@ class EventService:
         for attempt in range(2):
             store = self._store
             if store is None:
-                self._lost(_event_count(item))
+                self._drop(item)
                 return
             try:
                 self._write(store, item)
@@ -205,10 +206,10 @@ class EventService:
                 # old file still holds is saved into a new one, `item` can be written there.
                 self._replace_gone(str(exc))
                 if attempt:
-                    self._lost(_event_count(item))
+                    self._drop(item)
             except EventStoreError as exc:
-                self._lost(_event_count(item))
                 self._close_failed(str(exc))
+                self._drop(item)
                 return
             except Exception:  # noqa: BLE001 - a bug here must not end the writer thread
                 log.exception("event history: writing failed")
@@ -217,6 +218,16 @@ class EventService:
             return
         self._last_duration = time.monotonic() - started
         self._last_success = self._clock()
+
+    def _drop(self, item: Any) -> None:
+        """Count the item's events as dropped, but keep what it means for the findings and chips in memory
+        (written to the file when it works again): a sticky finding that fires while the disk is broken
+        must still be restored after a restart."""
+        self._lost(_event_count(item))
+        try:
+            self._write(_NoFile(), item)  # type: ignore[arg-type]
+        except Exception:  # noqa: BLE001 - a bug here must not end the writer thread
+            log.exception("event history: keeping the state of an unwritten evaluation failed")
 
     def _replace_gone(self, why: str) -> None:
         store, self._store = self._store, None
@@ -376,6 +387,29 @@ class EventService:
             store.delete_finding(*key)
         self._rows = rows
         self._known_chips = store.known_chips()
+
+class _NoFile:
+    """Stands in for the store while the file is down: takes every write and keeps nothing, so the writer's
+    own logic updates its memory of findings and chips exactly as it would with the file."""
+
+    @contextlib.contextmanager
+    def batch(self) -> Iterator["_NoFile"]:
+        yield self
+
+    def record(self, *args: Any, **kwargs: Any) -> int:
+        return 0  # no event id: any later acknowledgement applies
+
+    def query(self, *args: Any, **kwargs: Any) -> list:
+        return []  # acknowledgements are read from the file once it is back
+
+    def prune(self, *args: Any) -> int:
+        return 0
+
+    def _ignore(self, *args: Any) -> None:
+        return None
+
+    put_finding = delete_finding = put_chip = delete_chip = set_meta = _ignore
+
 
 def _event_count(item: Any) -> int:
     if isinstance(item, _Evaluation):
