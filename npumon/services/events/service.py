@@ -18,7 +18,6 @@ any reopen the findings and chips tables are rewritten from memory (the running 
 so sticky findings survive a history that had to start anew.
 """
 
-import contextlib
 import logging
 import queue
 import threading
@@ -31,7 +30,7 @@ from prometheus_client.metrics_core import Metric
 
 from .observe import Change, SeenChip, chip_changes, observe_chips, transition_change
 from .store import (ACKNOWLEDGED, ACTIVE, KINDS, EventStore, EventStoreError, EventStoreGone, FindingRow,
-                     KnownChip, events_path)
+                     KnownChip, NoFile, events_path)
 from ..storage import StorageHealth
 from ...model import Finding, Snapshot, SourceStatus
 from ...rules.engine import FIRED, RESOLVED, RuleEngine
@@ -193,28 +192,23 @@ class EventService:
 
     def _write_or_recover(self, item: Any) -> None:
         started = time.monotonic()
-        for attempt in range(2):
-            store = self._store
-            if store is None:
-                self._drop(item)
-                return
+        try:
             try:
-                self._write(store, item)
-                break
+                self._write(self._store, item)
             except EventStoreGone as exc:
-                # Noticed before the transaction began: nothing of `item` is written yet, so once what the
-                # old file still holds is saved into a new one, `item` can be written there.
+                # Noticed before the transaction began: nothing of `item` is written yet, so once what the old
+                # file still holds is saved into a new one, `item` is written there.
                 self._replace_gone(str(exc))
-                if attempt:
+                if self._store is None:
                     self._drop(item)
-            except EventStoreError as exc:
-                self._close_failed(str(exc))
-                self._drop(item)
-                return
-            except Exception:  # noqa: BLE001 - a bug here must not end the writer thread
-                log.exception("event history: writing failed")
-                return
-        else:
+                    return
+                self._write(self._store, item)
+        except EventStoreError as exc:
+            self._close_failed(str(exc))
+            self._drop(item)
+            return
+        except Exception:  # noqa: BLE001 - a bug here must not end the writer thread
+            log.exception("event history: writing failed")
             return
         self._last_duration = time.monotonic() - started
         self._last_success = self._clock()
@@ -225,7 +219,7 @@ class EventService:
         must still be restored after a restart."""
         self._lost(_event_count(item))
         try:
-            self._write(_NoFile(), item)  # type: ignore[arg-type]
+            self._write(NoFile(), item)  # type: ignore[arg-type]
         except Exception:  # noqa: BLE001 - a bug here must not end the writer thread
             log.exception("event history: keeping the state of an unwritten evaluation failed")
 
@@ -387,29 +381,6 @@ class EventService:
             store.delete_finding(*key)
         self._rows = rows
         self._known_chips = store.known_chips()
-
-class _NoFile:
-    """Stands in for the store while the file is down: takes every write and keeps nothing, so the writer's
-    own logic updates its memory of findings and chips exactly as it would with the file."""
-
-    @contextlib.contextmanager
-    def batch(self) -> Iterator["_NoFile"]:
-        yield self
-
-    def record(self, *args: Any, **kwargs: Any) -> int:
-        return 0  # no event id: any later acknowledgement applies
-
-    def query(self, *args: Any, **kwargs: Any) -> list:
-        return []  # acknowledgements are read from the file once it is back
-
-    def prune(self, *args: Any) -> int:
-        return 0
-
-    def _ignore(self, *args: Any) -> None:
-        return None
-
-    put_finding = delete_finding = put_chip = delete_chip = set_meta = _ignore
-
 
 def _event_count(item: Any) -> int:
     if isinstance(item, _Evaluation):

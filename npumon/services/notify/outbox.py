@@ -13,6 +13,12 @@ caller is told how many per receiver so it can log and count them.
 
 One connection, shared by the daemon's threads under a lock; every method is one short transaction.
 WAL with synchronous=FULL: a commit survives the process dying and the power going.
+
+When the file fails -- it cannot be opened, a write fails, it was deleted or replaced -- the outbox goes on
+in an SQLite database in memory (a copy of the file where it can still be read), so notifications are
+still queued and sent, and counted as unpersisted. Every call retries the file once its backoff has passed
+(storage.StorageHealth: 1 s doubling to 60 s); when it opens (a corrupt one is moved aside first), what
+memory holds is saved into it. Only a daemon that stops while the file still fails loses what memory held.
 """
 
 import json

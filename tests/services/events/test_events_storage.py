@@ -5,6 +5,7 @@ noticed and recreated with what it held. Real SQLite files, on the service's inj
 
 import logging
 import os
+import textwrap
 
 import pytest
 
@@ -13,7 +14,7 @@ from npumon.rules.engine import RuleEngine
 from npumon.rules.loader import load_rules
 from npumon.services.events.service import EventService
 from npumon.services.events.store import FILE_NAME, EventStore
-from test_events_service import Host, chip, keys, rules_file  # noqa: F401 - rules_file is a fixture
+from test_events_service import RULES, Host, chip, keys
 
 LOGGER = "npumon.services.events"
 
@@ -42,7 +43,9 @@ class ClockedHost(Host):
 
 
 @pytest.fixture
-def host(tmp_path, rules_file):  # noqa: F811
+def host(tmp_path):
+    rules_file = tmp_path / "rules.yaml"
+    rules_file.write_text(textwrap.dedent(RULES), encoding="utf-8")
     made = []
 
     def make():
