@@ -104,6 +104,11 @@ class Outbox:
         """True while notifications are committed to the file; False while they are kept in memory only."""
         return self._file is not None
 
+    @property
+    def error(self) -> Optional[str]:
+        """Why the file is not in use, or None."""
+        return self._health.error
+
     def unpersisted(self) -> Dict[str, int]:
         """Receiver -> notifications queued since start while the file could not be written."""
         with self._lock:

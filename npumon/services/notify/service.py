@@ -124,6 +124,8 @@ class NotifyService:
         self._comeback_deadline = {key: started + rule_for.get(alert.rule, 0.0) + notify.restart_grace_seconds
                                    for key, alert in self._firing.items()}
         self._backlog = outbox.backlog()
+        self._outbox_was_up = True
+        self._note_outbox_state()
         self._metrics = NotifyMetrics(self._names, self._counters, self._current_backlog, self.receiver_up, clock,
                                       outbox)
 
@@ -199,6 +201,7 @@ class NotifyService:
         except sqlite3.Error as exc:
             self._outbox_failed(exc)
             return
+        self._note_outbox_state()
         for name, waiting in self._backlog.items():
             if name in self._receivers and self._may_send(name, waiting.oldest_created, now):
                 self._submit(name)
@@ -315,6 +318,14 @@ class NotifyService:
         if retry_after is not None:
             delay = max(delay, min(retry_after, self._notify.retry_max_seconds))
         return delay
+
+    def _note_outbox_state(self) -> None:
+        """The event history hears when the outbox file stops working (the log has it from the outbox)."""
+        up = self._outbox.up
+        if self._outbox_was_up and not up:
+            self._record_event(EVENT_KIND, "outbox", "the notification outbox cannot be written: {}".format(
+                self._outbox.error), "warning", {"path": self._outbox.path})
+        self._outbox_was_up = up
 
     def _outbox_failed(self, exc: sqlite3.Error) -> None:
         if not self._closed.is_set():  # after close() the connection is gone on purpose

@@ -132,6 +132,10 @@ def test_a_disk_error_keeps_notifications_in_memory_until_the_outbox_reopens_wit
         assert alerts_of(server.requests[-1]) == [("health-alarm", "npu1/chip0", "resolved")]
     assert h.file_rows() == []
     assert h.metrics()[("npumon_notification_outbox_length", (("receiver", "hook"),))] == 0
+    outbox_events = [event for event in h.events.recorded if event[1] == "outbox"]
+    assert [event[:2] + event[3:4] for event in outbox_events] == [("notification_failed", "outbox", "warning")]
+    assert outbox_events[0][2].startswith("the notification outbox cannot be written: ")
+    assert "disk I/O error (notifications are kept in memory" in outbox_events[0][2]
     lines = storage_lines(caplog)
     assert [level for level, _ in lines] == ["ERROR", "INFO"], lines  # one line per change of state
     assert lines[0][1] == ("notification outbox: cannot write {}: disk I/O error (notifications are kept in memory "
