@@ -262,7 +262,8 @@ class Outbox:
             _close_quietly(memory)
             memory, copied = _memory_database(), False
         _close_quietly(self._file)
-        replaced = file_id(self.path) is not None  # another file is there now: merge into it, do not overwrite
+        now_there = file_id(self.path)
+        replaced = now_there is not None and now_there != self._file_id  # merge into that one, do not overwrite
         self._file, self._file_id = None, None
         self._memory, self._memory_is_copy = memory, copied and not replaced
         self._health.failed("{} (notifications are kept in memory and still sent; retrying with backoff up to "

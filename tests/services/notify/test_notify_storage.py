@@ -3,9 +3,12 @@ keeps notifications in memory (still sent, counted) until the file reopens by it
 file deleted or a directory replaced while running is noticed and recreated with what it held. Real SQLite
 files, a real HTTP receiver on 127.0.0.1, the controlled clock; each change of state logged once."""
 
+import errno
 import logging
 import os
+import shutil
 import sqlite3
+import subprocess
 
 import pytest
 
@@ -144,6 +147,27 @@ def test_a_disk_error_keeps_notifications_in_memory_until_the_outbox_reopens_wit
     assert lines[1][1].endswith("; saved the 1 notification(s) kept in memory to it")
 
 
+@pytest.mark.parametrize("reads_fail", [True, False], ids=["reads-and-writes-fail", "writes-fail"])
+def test_what_waited_in_the_file_is_neither_lost_nor_doubled_by_a_disk_error(harness, tmp_path, monkeypatch,
+                                                                             reads_fail):
+    disk = FailingDisk(tmp_path / "state", reads_fail=reads_fail).install(monkeypatch)
+    answers = Answers(503)
+    with RecordingServer(answers) as server:
+        h = harness(webhook(server), retry_initial_seconds=1, retry_max_seconds=1)
+        h.evaluate(finding(subject="npu0/chip0"))  # waits in the file: the receiver is busy
+        disk.broken = True
+        h.evaluate(finding(subject="npu0/chip0"), finding(subject="npu1/chip0"), at=T0 + 5)
+        disk.broken = False
+        h.tick(T0 + 70)
+        assert h.metrics()[UP] == 1
+        assert [row[3] for row in h.file_rows()] == ["npu0/chip0", "npu1/chip0"]
+        answers.status = 200
+        h.tick(T0 + 80)
+        assert sorted(alerts_of(server.requests[-1])) == [("health-alarm", "npu0/chip0", "firing"),
+                                                          ("health-alarm", "npu1/chip0", "firing")]
+    assert h.file_rows() == []
+
+
 @pytest.mark.parametrize("how", ["files deleted", "directory replaced"])
 def test_an_outbox_deleted_while_running_is_noticed_and_recreated_with_what_it_held(harness, caplog, how):
     answers = Answers(503)
@@ -172,3 +196,66 @@ def test_an_outbox_deleted_while_running_is_noticed_and_recreated_with_what_it_h
     lines = storage_lines(caplog)
     assert [level for level, _ in lines] == ["ERROR", "INFO"], lines
     assert lines[0][1].startswith("notification outbox: {} was deleted or replaced while in use".format(path))
+
+
+@pytest.fixture
+def small_filesystem(tmp_path):
+    """tmp_path/state on a 1 MiB tmpfs of its own (root only; skipped where mounting is not allowed)."""
+    state = tmp_path / "state"
+    state.mkdir()
+    if shutil.which("mount") is None or os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root and mount(8)")
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(state)],
+                             capture_output=True, timeout=10)
+    if mounted.returncode != 0:
+        pytest.skip("cannot mount a tmpfs here: {}".format(mounted.stderr.decode(errors="replace").strip()))
+    try:
+        yield state
+    finally:
+        subprocess.run(["umount", "-l", str(state)], capture_output=True, timeout=10)
+
+
+def fill(directory):
+    """Write a file until the filesystem is full (at most its 1 MiB); returns the file."""
+    filler = directory / "filler"
+    descriptor = os.open(str(filler), os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        for _ in range(2048):
+            os.write(descriptor, b"\0" * 4096)
+        raise AssertionError("the filesystem did not fill up")
+    except OSError as exc:
+        assert exc.errno == errno.ENOSPC
+    finally:
+        os.close(descriptor)
+    return filler
+
+
+@pytest.mark.integration
+def test_a_full_filesystem_keeps_notifications_in_memory_until_there_is_room_again(small_filesystem, harness, caplog):
+    answers = Answers(503)
+    with RecordingServer(answers) as server:
+        h = harness(webhook(server, group_interval_seconds=1), retry_initial_seconds=1, retry_max_seconds=1)
+        h.evaluate(finding(subject="npu0/chip0"))
+        assert h.file_rows() == [("hook", "firing", "pending", "npu0/chip0")]
+        filler = fill(small_filesystem)
+        h.evaluate(finding(subject="npu0/chip0"), finding(subject="npu1/chip0"), at=T0 + 5)
+        metrics = h.metrics()
+        assert metrics[UP] == 0
+        assert metrics[("npumon_notifications_unpersisted_total", (("receiver", "hook"),))] == 1
+        assert metrics[("npumon_notification_outbox_length", (("receiver", "hook"),))] == 2
+        assert "database or disk is full" in problems(caplog)[-1]
+        tried = len(server.requests)
+        h.tick(T0 + 7)
+        assert len(server.requests) > tried  # npu1 is tried from memory too
+        filler.unlink()
+        for second in range(8, 80):
+            h.tick(T0 + second)
+            if h.metrics()[UP] == 1:
+                break
+        assert h.metrics()[UP] == 1
+        assert [row[3] for row in h.file_rows()] == ["npu0/chip0", "npu1/chip0"]
+        answers.status = 200
+        h.tick(T0 + 100)
+        assert sorted(alerts_of(server.requests[-1])) == [("health-alarm", "npu0/chip0", "firing"),
+                                                          ("health-alarm", "npu1/chip0", "firing")]
+    assert h.file_rows() == []
