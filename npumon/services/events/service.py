@@ -382,6 +382,7 @@ class EventService:
         self._rows = rows
         self._known_chips = store.known_chips()
 
+
 def _event_count(item: Any) -> int:
     if isinstance(item, _Evaluation):
         return len(item.transitions)
