@@ -114,9 +114,15 @@ def rescue_deleted(conn: sqlite3.Connection, path: str, timeout: float, mode: in
             os.unlink(name)
     target = connect(temporary, timeout)
     try:
-        conn.backup(target)
-    finally:
-        target.close()
+        try:
+            conn.backup(target)
+        finally:
+            target.close()
+    except BaseException:
+        for name in [temporary] + [temporary + suffix for suffix in _COMPANIONS]:
+            if os.path.lexists(name):
+                os.unlink(name)
+        raise
     conn.close()
     os.replace(temporary, path)
 
