@@ -6,7 +6,7 @@ anything it started (children.py also finds the helpers that left the group), an
 
 Output is read as it comes, in chunks, up to `max_output_bytes` for stdout and stderr together: past it the
 call is killed and fails with "output over N bytes", so one runaway answer costs at most that much memory
-(npu-smi's largest real answers are some kilobytes: the 8-card main table is about 6 KB).
+(npu-smi's largest real answers are some kilobytes: the 8-card main table is about 5 KB).
 """
 
 import dataclasses
@@ -25,7 +25,7 @@ from .children import CALL_MARKER_ENV, call_marker, die_with_parent, kill_call
 
 log = logging.getLogger(__name__)
 
-# Cap on one call's stdout and stderr together (config: npu_smi_max_output_bytes). About 700 times the 8-card
+# Cap on one call's stdout and stderr together (config: npu_smi_max_output_bytes). About 800 times the 8-card
 # main table, room for a busy host's process rows (about 100 bytes each); with 3 calls at a time and the text
 # and its lines held while parsing (about 4.6 times the output), at most about 60 MiB under the unit's 256M.
 MAX_OUTPUT_BYTES = 4 * 1024 * 1024
@@ -48,7 +48,7 @@ class CommandResult:
     stderr: str
     duration_seconds: float
     timed_out: bool = False
-    error: Optional[str] = None  # could not start, or no free slot
+    error: Optional[str] = None  # could not start, no free slot, or output over the cap (then killed)
     started: bool = True  # False: no process was started (no free slot, shutting down, no time left)
     queue_seconds: float = 0.0  # how long the call waited for a free slot (not part of duration_seconds)
     cut_off: bool = False  # timed out at the caller's budget before its own deadline: it says nothing of npu-smi

@@ -11,6 +11,8 @@ import time
 import psutil
 import pytest
 
+from npumon.config.errors import ConfigError
+from npumon.config.load import parse_config
 from npumon.config.schema import Config
 from npumon.sources.runner import MAX_OUTPUT_BYTES, CommandRunner
 
@@ -49,8 +51,11 @@ def marker(request):
             pass
 
 
-def test_the_default_cap_is_the_configs():
+def test_the_default_cap_is_the_configs_and_a_tiny_one_is_refused():
     assert MAX_OUTPUT_BYTES == Config().npu_smi_max_output_bytes == 4 * MIB
+    assert parse_config("npu_smi_max_output_bytes: 1048576\n").npu_smi_max_output_bytes == MIB
+    with pytest.raises(ConfigError, match="npu_smi_max_output_bytes: must be at least 65536"):
+        parse_config("npu_smi_max_output_bytes: 1000\n")
 
 
 def test_an_answer_over_the_cap_fails_fast_with_the_reason(marker):
