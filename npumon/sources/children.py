@@ -20,8 +20,8 @@ function only calls prctl through a ctypes function looked up before the fork: i
 nothing. If it ever deadlocks, the call's deadline kills that child like a hung npu-smi. A set-user-ID
 npu-smi would drop the setting at exec (the kernel clears it); npu-smi is not set-user-ID. The cost: with a
 preexec_fn subprocess forks rather than vforks, about 3 ms more per call, against npu-smi's 0.5-2 s. The
-alternatives cost more: an exec wrapper in Python starts an interpreter per call, and util-linux's
-`setpriv --pdeathsig` is not on every Atlas host's minimal install.
+alternatives cost more: an exec wrapper in Python starts an interpreter per call, and an external one
+(util-linux's `setpriv --pdeathsig`) is one more program to find on the host and to allow in the unit.
 """
 
 import ctypes
