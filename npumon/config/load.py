@@ -159,6 +159,8 @@ def _validate(config: Config, node: yaml.Node, path: str) -> None:
         problems.append(("npu_smi_timeout_seconds", "must be greater than 0"))
     if config.npu_smi_max_concurrent < 1:
         problems.append(("npu_smi_max_concurrent", "must be at least 1"))
+    if config.npu_smi_max_output_bytes < 65536:
+        problems.append(("npu_smi_max_output_bytes", "must be at least 65536 (a real answer is some kilobytes)"))
     if config.check_max_concurrent < 1:
         problems.append(("check_max_concurrent", "must be at least 1"))
     if config.max_age_seconds <= 0:

@@ -173,7 +173,8 @@ def render_table(snapshot: Snapshot, findings: Sequence[Finding]) -> str:
     lines.append("")
     lines.append("SOURCES")
     for name, status in sorted(snapshot.sources.items()):
-        state = "unsupported" if status.unsupported else ("ok" if status.ok else "FAILED")
+        state = "unsupported" if status.unsupported else (
+            ("DEGRADED" if status.degraded else "ok") if status.ok else "FAILED")
         took = "" if status.duration_seconds is None else " {:.2f}s".format(status.duration_seconds)
         detail = "" if not status.error else " - " + status.error
         lines.append("  {:<16} {}{}{}".format(name, state, took, detail))
