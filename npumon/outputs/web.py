@@ -216,6 +216,7 @@ class WebServer:
         self._limits = Limits(workers=workers, max_connections=max_connections, request_timeout=client_timeout)
         self.stats = ServerStats(self._limits)  # replaced by the server's own once it starts
         self._server = None  # type: Optional[BoundedHTTPServer]
+        self._stopped = False
         self._lock = threading.Lock()
 
     def start(self) -> None:
@@ -238,6 +239,7 @@ class WebServer:
         Requests being answered finish (by their deadline at the latest) on their own daemon threads."""
         with self._lock:
             server, self._server = self._server, None
+            self._stopped = True
         if server is not None:
             server.stop()
 
@@ -245,7 +247,7 @@ class WebServer:
         """(can serve, reason); see BoundedHTTPServer.health."""
         server = self._server
         if server is None:
-            return False, "http server not started"
+            return (False, "http server stopped") if self._stopped else (True, "starting: http server not started yet")
         return server.health()
 
     @property
