@@ -45,8 +45,15 @@ ACCEPT_BATCH = 64  # accepts per wake-up, so a burst of connections cannot starv
 ACCEPT_BACKOFF_SECONDS = (0.05, 1.0)  # first and longest pause after accept() ran out of file descriptors
 OUT_OF_DESCRIPTORS = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
 LOG_LINES_PER_MINUTE = 5  # connection failure lines; the rest are counted and mentioned in the next line
-REFUSAL = (b"HTTP/1.0 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n"
-           b"Content-Length: 26\r\nRetry-After: 1\r\nConnection: close\r\n\r\ntoo many open connections\n")
+
+
+def _unavailable(reason: bytes) -> bytes:
+    return (b"HTTP/1.0 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: %d\r\n"
+            b"Retry-After: 1\r\nConnection: close\r\n\r\n%s" % (len(reason), reason))
+
+
+REFUSAL = _unavailable(b"too many open connections\n")  # at max_connections, from the loop
+OVERDUE = _unavailable(b"no free worker within the request timeout\n")  # from a worker, when it is too late
 
 
 class Limits(NamedTuple):
@@ -334,21 +341,36 @@ class BoundedHTTPServer:
                     return
                 connection = self._ready.popleft()
             now = time.monotonic()
-            if now - connection.ready_at > self.limits.request_timeout:
-                self._long_wait_at = (now, now - connection.ready_at)
+            waited = now - connection.ready_at
+            if waited > self.limits.request_timeout:
+                self._long_wait_at = (now, waited)
             with self.stats.lock:
                 self.stats.busy += 1
             try:
-                self._serve(connection)
+                if connection.remaining() > 0:
+                    self._serve(connection)
+                else:
+                    self._answer_overdue(connection, waited)
             finally:
                 with self.stats.lock:
                     self.stats.busy -= 1
                 self._close(connection)
 
+    def _answer_overdue(self, connection: Connection, waited: float) -> None:
+        """Its deadline passed while it waited for a worker: not the client's fault, so say 503 rather than
+        close in silence (one short send that cannot block; a health probe sees why)."""
+        with self.stats.lock:
+            self.stats.timeouts += 1
+        self._log.warn("http: request from %s waited %.1fs for a free worker; answered 503", connection.address[0],
+                       waited)
+        try:
+            connection.sock.setblocking(False)
+            connection.sock.send(OVERDUE)
+        except OSError:
+            pass
+
     def _serve(self, connection: Connection) -> None:
         try:
-            if connection.remaining() <= 0:
-                raise connection.expire()
             self.RequestHandlerClass(connection, connection.address, self)
         except Exception as exc:  # noqa: BLE001 - one line for a failed connection, never a dead worker
             self._log.warn("http: connection from %s failed: %s: %s", connection.address[0],
