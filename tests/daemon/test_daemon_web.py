@@ -1,16 +1,29 @@
 """The daemon's HTTP server and its health: /healthz and the systemd watchdog say so when the server cannot
 serve, the poll loop goes on meanwhile, and npumon_http_* show the server's limits at work."""
 
+import os
 import socket
 import threading
 import time
 
+import pytest
 import requests
 
 import npumon.daemon.daemon as daemon_module
-from daemon_harness import sample, wait_until
+from daemon_harness import DaemonProcess, sample, wait_until
 from npumon.daemon.daemon import Daemon
-from test_daemon import fast_config, load, sim  # noqa: F401,F811 - sim is a fixture
+from npumon.sim import prepare_simulation
+from npumon.sources.target import Target
+from test_daemon import fast_config, load
+
+@pytest.fixture
+def sim(tmp_path):
+    def make(scenario="healthy"):
+        simulation = prepare_simulation(str(tmp_path / "sim"), scenario)
+        return Target(simulation.npu_smi_argv, simulation.env, simulation.root, simulated=True,
+                      spawn=simulation.spawn)
+    return make
+
 
 ONE_WORKER = """\
 exporter:
@@ -110,3 +123,75 @@ def test_the_daemon_exports_its_http_servers_limits_and_refusals(tmp_path, sim, 
     assert sample(text, "npumon_http_workers") == 1.0
     assert sample(text, "npumon_http_workers_busy") == 1.0  # this scrape's
     assert sample(text, "npumon_http_connections_total") >= 10.0
+
+
+PIDS_CGROUP = "/sys/fs/cgroup/pids"  # cgroup v1's pids controller: what systemd's TasksMax sets
+
+
+@pytest.fixture
+def task_limit(tmp_path):
+    """limit(pid, tasks): move a process (all its threads) into a fresh pids cgroup with that many tasks."""
+    made = []
+
+    def limit(pid, tasks):
+        path = os.path.join(PIDS_CGROUP, "npumon-test-{}-{}".format(os.getpid(), len(made)))
+        try:
+            os.mkdir(path)
+        except OSError as exc:
+            pytest.skip("cannot make a pids cgroup under {}: {}".format(PIDS_CGROUP, exc.strerror))
+        made.append(path)
+        with open(os.path.join(path, "pids.max"), "w") as handle:
+            handle.write(str(tasks))
+        with open(os.path.join(path, "cgroup.procs"), "w") as handle:
+            handle.write(str(pid))
+
+    yield limit
+    for path in made:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                os.rmdir(path)
+                break
+            except OSError:  # busy until the process has gone
+                time.sleep(0.1)
+
+
+def test_slow_clients_under_a_task_limit_leave_scrapes_and_polling_alone(tmp_path, task_limit):
+    """The issue's TasksMax case, scaled down: 100 clients trickling their head at a daemon allowed 48 tasks
+    (it runs about 30). A thread per connection ran out; now scrapes answer and the polls go on."""
+    daemon = DaemonProcess(["--simulate", "--sim-state", str(tmp_path / "sim"), "--listen", "127.0.0.1:0",
+                            "--config", str(fast_config(tmp_path))])
+    slow = []
+    try:
+        task_limit(daemon.proc.pid, 48)
+        port = daemon.wait_serving()
+        polled = wait_until(lambda: sample(daemon.get("/metrics").text,
+                                           "npumon_source_last_success_timestamp_seconds", source="npu-smi"),
+                            timeout=10, what="a first poll")
+        for index in range(100):
+            sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+            sock.sendall(b"GET /metrics HTTP/1.0\r\nX-Slow: %d\r\n" % index)
+            slow.append(sock)
+        answered, durations = 0, []
+        for _ in range(15):
+            for sock in slow:
+                try:
+                    sock.sendall(b"X-More: 1\r\n")
+                except OSError:
+                    pass
+            started = time.monotonic()
+            try:
+                answered += daemon.get("/metrics", timeout=2).status_code == 200
+            except requests.exceptions.RequestException:
+                pass
+            durations.append(time.monotonic() - started)
+            time.sleep(0.2)
+        assert answered == 15 and max(durations) < 1.0, (answered, durations)
+        text = daemon.get("/metrics", timeout=2).text
+        assert sample(text, "npumon_source_last_success_timestamp_seconds", source="npu-smi") > polled
+        assert sample(text, "npumon_http_connections_open") >= 100
+    finally:
+        for sock in slow:
+            sock.close()
+        daemon.close()
+    assert not [line for line in daemon.lines if "can't start new thread" in line]

@@ -3,6 +3,7 @@ clients hold no thread, a trickling client is dropped at the whole-request deadl
 cap are refused at once, and accept() out of file descriptors backs off instead of spinning."""
 
 import json
+import re
 import os
 import select
 import socket
@@ -271,3 +272,25 @@ def test_out_of_file_descriptors_accept_backs_off_and_health_says_so(tmp_path):
         proc.stdin.close()
         proc.wait(10)
     assert "cannot accept connections: [Errno 24] Too many open files" in proc.stderr.read()
+
+
+@pytest.mark.parametrize("exporter, message", [
+    ("{http_workers: 0}", "exporter.http_workers: must be at least 1"),
+    ("{http_workers: 4, max_connections: 2}", "exporter.max_connections: must be at least http_workers (4)"),
+    ("{request_timeout_seconds: 0}", "exporter.request_timeout_seconds: must be greater than 0"),
+])
+def test_limits_no_server_could_run_with_are_one_line_config_errors(exporter, message):
+    from npumon.config.errors import ConfigError
+    from npumon.config.load import parse_config
+
+    with pytest.raises(ConfigError, match=r"^npumon.yaml:1: {}$".format(re.escape(message))):
+        parse_config("exporter: {}\n".format(exporter), "npumon.yaml")
+
+
+def test_the_configs_defaults_are_the_servers():
+    from npumon.config.schema import ExporterConfig
+    from npumon.outputs import httpserver
+
+    defaults = ExporterConfig()
+    assert (defaults.http_workers, defaults.max_connections, defaults.request_timeout_seconds) == (
+        httpserver.DEFAULT_WORKERS, httpserver.DEFAULT_MAX_CONNECTIONS, httpserver.DEFAULT_REQUEST_TIMEOUT_SECONDS)
