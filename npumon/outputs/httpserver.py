@@ -183,10 +183,15 @@ class BoundedHTTPServer:
     def _run_loop(self) -> None:
         while not self._stopping.is_set():
             for key, _ in self._selector.select(LOOP_TICK_SECONDS):
-                if key.data is None:
-                    self._accept()
-                else:
-                    self._advance(key.data)
+                try:
+                    if key.data is None:
+                        self._accept()
+                    else:
+                        self._advance(key.data)
+                except Exception as exc:  # noqa: BLE001 - a bug costs one connection, not the server
+                    log.exception("http: serving loop failed on one event")
+                    if key.data is not None:
+                        self._drop(key.data, "{}: {}".format(type(exc).__name__, exc))
             now = time.monotonic()
             if self._accept_paused_until is not None and now >= self._accept_paused_until:
                 self._accept_paused_until = None

@@ -294,3 +294,17 @@ def test_the_configs_defaults_are_the_servers():
     defaults = ExporterConfig()
     assert (defaults.http_workers, defaults.max_connections, defaults.request_timeout_seconds) == (
         httpserver.DEFAULT_WORKERS, httpserver.DEFAULT_MAX_CONNECTIONS, httpserver.DEFAULT_REQUEST_TIMEOUT_SECONDS)
+
+
+def test_clients_stuck_in_the_tls_handshake_hold_no_worker(serve, clients, certificate):
+    cert, key = certificate
+    server = serve(tls_cert=cert, tls_key=key, workers=1, max_connections=40, client_timeout=0.8)
+    stuck = [clients(server.port) for _ in range(20)]  # none of them starts the handshake
+    stuck[0].sendall(b"\x16\x03\x01")  # and one stops in the middle of its first record
+    started = time.monotonic()
+    for _ in range(3):
+        response = requests.get(metrics_url(server).replace("http:", "https:"), verify=cert, timeout=3)
+        assert response.status_code == 200
+    assert time.monotonic() - started < 0.6  # the one worker was free for every scrape
+    assert all(closed_by_server(sock, 2.0) for sock in stuck)  # dropped at the deadline
+    assert server.stats.snapshot()["timeouts"] == 20
