@@ -19,6 +19,7 @@ class Connection:
         self.sock = sock
         self.address = address
         self.deadline = deadline
+        self.opened = time.monotonic()
         self.head = bytearray()
         self.handshaking = False
         self.ready_at = 0.0  # when the head was complete

@@ -12,8 +12,9 @@ How it stays bounded:
 * A connection whose head is complete goes to a fixed pool of workers started once, so nothing creates a
   thread under load. The worker runs the handler; its reads and writes re-arm the socket timeout with
   what is left of the connection's deadline, so head, body and answer together never take longer.
-* At `max_connections` open connections a new one is answered 503 at once by the loop (closed, on TLS)
-  and costs no worker. A connection not answered by its deadline is closed and counted.
+* At `max_connections` open connections the one that has sent no complete request for longest makes room
+  if it has stalled a while (EVICT_AFTER_SECONDS); else the new one is answered 503 at once by the loop
+  (closed, on TLS) and costs no worker. A connection not answered by its deadline is closed and counted.
 * accept() failing for lack of file descriptors (EMFILE, ENFILE) pauses accepting with a growing backoff
   instead of spinning on a listener that stays readable.
 
@@ -32,6 +33,7 @@ import time
 from collections import deque
 from typing import Deque, Dict, NamedTuple, Optional, Tuple
 
+from .http_metrics import ServerStats
 from .httpconn import Connection
 
 log = logging.getLogger("npumon.outputs.web")  # one log name for everything the HTTP server says
@@ -40,6 +42,7 @@ DEFAULT_WORKERS = 10  # a Prometheus pair and a few probes at once; 20 concurren
 DEFAULT_MAX_CONNECTIONS = 512  # well under the usual 1024 open files, leaving room for everything else
 DEFAULT_REQUEST_TIMEOUT_SECONDS = 10.0
 MAX_HEAD_BYTES = 32 * 1024  # a scrape's head is a few hundred bytes
+EVICT_AFTER_SECONDS = 2.0  # at the cap, a connection without a complete request after this long makes room
 LOOP_TICK_SECONDS = 0.1  # the loop's longest wait: stop() and deadlines are noticed within it
 ACCEPT_BATCH = 64  # accepts per wake-up, so a burst of connections cannot starve the heads being read
 ACCEPT_BACKOFF_SECONDS = (0.05, 1.0)  # first and longest pause after accept() ran out of file descriptors
@@ -60,22 +63,6 @@ class Limits(NamedTuple):
     workers: int = DEFAULT_WORKERS
     max_connections: int = DEFAULT_MAX_CONNECTIONS
     request_timeout: float = DEFAULT_REQUEST_TIMEOUT_SECONDS
-
-
-class ServerStats:
-    """Counters since start and the current load, for npumon_http_* and health()."""
-
-    def __init__(self, limits: Limits) -> None:
-        self.limits = limits
-        self.lock = threading.Lock()
-        self.accepted = self.refused = self.timeouts = self.accept_errors = 0
-        self.open = self.busy = 0
-
-    def snapshot(self) -> Dict[str, int]:
-        with self.lock:
-            return {"accepted": self.accepted, "refused": self.refused, "timeouts": self.timeouts,
-                    "accept_errors": self.accept_errors, "open": self.open, "busy": self.busy,
-                    "workers": self.limits.workers, "max_connections": self.limits.max_connections}
 
 
 class _LineBudget:
@@ -110,7 +97,7 @@ class BoundedHTTPServer:
         self.RequestHandlerClass = handler_class
         self.limits = limits
         self.tls = tls
-        self.stats = ServerStats(limits)
+        self.stats = ServerStats(limits.workers, limits.max_connections)
         self.server_address = listener.getsockname()
         self.server_name, self.server_port = self.server_address[:2]
         self.app = None  # what the handler reads; set by the owner
@@ -219,13 +206,34 @@ class BoundedHTTPServer:
             self._accept_works()
             with self.stats.lock:
                 self.stats.accepted += 1
-                refuse = self.stats.open >= self.limits.max_connections
-                if not refuse:
-                    self.stats.open += 1
-            if refuse:
-                self._refuse(sock)
-            else:
+            if self._take_slot() or (self._evict_stalled() and self._take_slot()):
                 self._open(sock, address)
+            else:
+                self._refuse(sock)
+
+    def _take_slot(self) -> bool:
+        with self.stats.lock:
+            if self.stats.open >= self.limits.max_connections:
+                return False
+            self.stats.open += 1
+            return True
+
+    def _evict_stalled(self) -> bool:
+        """At the cap, make room by closing the connection that has sent no complete request for longest, if
+        that is longer than an honest client takes (a slowloris client, not a scraper on a slow link)."""
+        oldest = next(iter(self._reading.values()), None)  # dicts keep insertion order: accept order
+        if oldest is None:
+            return False
+        stalled = time.monotonic() - oldest.opened
+        if stalled < min(EVICT_AFTER_SECONDS, self.limits.request_timeout / 2):
+            return False
+        with self.stats.lock:
+            self.stats.evicted += 1
+        self._log.warn("http: connection from %s dropped to make room: no complete request after %.1fs, "
+                       "%d connections open (exporter.max_connections)", oldest.address[0], stalled,
+                       self.limits.max_connections)
+        self._close_reading(oldest)
+        return True
 
     def _open(self, sock: socket.socket, address: tuple) -> None:
         """The one place an accepted socket becomes a connection (TLS wraps it here; the handshake runs in

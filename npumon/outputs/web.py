@@ -21,9 +21,10 @@ from prometheus_client.exposition import choose_encoder, gzip_accepted
 from prometheus_client.registry import CollectorRegistry
 
 from .. import __version__
+from .http_metrics import ServerStats
 from .httpconn import DeadlineIO
 from .httpserver import (DEFAULT_MAX_CONNECTIONS, DEFAULT_REQUEST_TIMEOUT_SECONDS, DEFAULT_WORKERS,
-                         BoundedHTTPServer, Limits, ServerStats)
+                         BoundedHTTPServer, Limits)
 
 log = logging.getLogger(__name__)
 
@@ -214,7 +215,7 @@ class WebServer:
         self._tls = _tls_context(tls_cert, tls_key) if tls_cert is not None else None
         self._app = _App(registry, get_status, get_health)
         self._limits = Limits(workers=workers, max_connections=max_connections, request_timeout=client_timeout)
-        self.stats = ServerStats(self._limits)  # replaced by the server's own once it starts
+        self.stats = ServerStats(workers, max_connections)  # replaced by the server's own once it starts
         self._server = None  # type: Optional[BoundedHTTPServer]
         self._stopped = False
         self._lock = threading.Lock()

@@ -105,7 +105,8 @@ def test_healthz_and_the_watchdog_say_so_while_no_worker_can_serve(tmp_path, sim
 
 
 def test_the_daemon_exports_its_http_servers_limits_and_refusals(tmp_path, sim, running):
-    daemon = running(Daemon(load(fast_config(tmp_path, ONE_WORKER)), sim(), listen="127.0.0.1:0"))
+    limits = ONE_WORKER.replace("request_timeout_seconds: 0.5", "request_timeout_seconds: 5")  # no eviction
+    daemon = running(Daemon(load(fast_config(tmp_path, limits)), sim(), listen="127.0.0.1:0"))
     metrics = "http://127.0.0.1:{}/metrics".format(daemon.web.port)
     idle = [socket.create_connection(("127.0.0.1", daemon.web.port), timeout=5) for _ in range(8)]
     try:

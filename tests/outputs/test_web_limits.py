@@ -224,6 +224,18 @@ def test_connections_over_the_cap_are_refused_at_once_without_a_worker(serve, cl
     assert requests.get(metrics_url(server), timeout=2).status_code == 200
 
 
+def test_at_the_cap_a_connection_stalled_without_a_request_makes_room_for_a_scrape(serve, clients):
+    server = serve(workers=1, max_connections=4, client_timeout=1.0)  # stalled after 0.5 s
+    idle = [clients(server.port) for _ in range(4)]
+    for sock in idle:
+        sock.sendall(b"GET /metrics HTTP/1.0\r\n")
+    time.sleep(0.7)
+    assert requests.get(metrics_url(server), timeout=2).status_code == 200
+    assert closed_by_server(idle[0], 0.5)  # the oldest went
+    assert not any(closed_by_server(sock, 0.0) for sock in idle[1:])
+    assert server.stats.snapshot()["evicted"] == 1 and server.stats.snapshot()["refused"] == 0
+
+
 def test_the_servers_threads_are_started_once_and_stay_so_many(serve, clients):
     before = threading.active_count()
     server = serve(workers=3, max_connections=50, client_timeout=5.0)
