@@ -24,6 +24,7 @@ class Connection:
         self.handshaking = False
         self.ready_at = 0.0  # when the head was complete
         self.timed_out = False
+        self.closed = False
 
     def remaining(self) -> float:
         return self.deadline - time.monotonic()

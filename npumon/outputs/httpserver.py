@@ -394,6 +394,9 @@ class BoundedHTTPServer:
                     self.stats.timeouts += 1
 
     def _close(self, connection: Connection) -> None:
+        if connection.closed:  # once: the open count must not go down twice
+            return
+        connection.closed = True
         try:
             connection.sock.shutdown(socket.SHUT_WR)
         except OSError:
