@@ -176,12 +176,15 @@ def _validate(config: Config, node: yaml.Node, path: str) -> None:
         problems.append(("poll.table_seconds", "must be greater than 0 (the main table is always polled)"))
     if bool(config.exporter.tls_cert_file) != bool(config.exporter.tls_key_file):
         problems.append(("exporter.tls_cert_file", "TLS needs both tls_cert_file and tls_key_file"))
-    from ..outputs.web import WebServerError, parse_listen  # late import: the HTTP server is not needed otherwise
+    from ..outputs.web import WebServerError, limits_problems, parse_listen  # late import: only the daemon serves
 
     try:
         parse_listen(config.exporter.listen)
     except WebServerError as exc:
         problems.append(("exporter.listen", str(exc)))
+    exporter = config.exporter
+    problems.extend(("exporter." + key, problem) for key, problem in limits_problems(
+        exporter.http_workers, exporter.max_connections, exporter.request_timeout_seconds))
     from ..rules.loader import default_params  # late import: the rules package imports model, not config
 
     known_params = default_params()

@@ -35,6 +35,11 @@ class ExporterConfig:
     npu_exporter_compat: bool = False
     tls_cert_file: Optional[str] = None
     tls_key_file: Optional[str] = None
+    # the HTTP server's limits (outputs/httpserver.py): workers started once, open connections (more are
+    # answered 503 at once), and the deadline of a whole request (TLS handshake, head, body and answer)
+    http_workers: int = 10
+    max_connections: int = 512
+    request_timeout_seconds: float = 10.0
 
 
 @dataclass(frozen=True)
