@@ -21,6 +21,7 @@ import collections
 import http.client
 import os
 import platform
+import shlex
 import signal
 import socket
 import subprocess
@@ -286,7 +287,7 @@ def report(result, args, command):
              "every {:g} s".format(args.scrapers, args.interval, args.slowloris, args.big_mib, args.seconds,
                                    TABLE_SECONDS),
              "- limits: " + "; ".join(result["limits"]), "",
-             "| phase | scrapes answered | p50 | p99 | failures | `npu-smi info` calls | peak RSS | peak cgroup "
+             "| phase | scrapes answered | p50 answered | p99 answered | failures | `npu-smi info` calls | peak RSS | peak cgroup "
              "memory | peak threads | peak tasks | daemon alive |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     goals = []
     for phase, (start, end) in result["times"].items():
@@ -304,7 +305,8 @@ def report(result, args, command):
             "yes" if result["survived"][phase] else "no"))
         if rows:
             goals.append(("{}: >= 99% of scrapes answered".format(phase), answered >= 0.99 * len(rows)))
-            goals.append(("{}: p99 <= {:g} s".format(phase, args.p99_goal), p99 is not None and p99 <= args.p99_goal))
+            every = percentile([seconds if ok else float("inf") for ok, seconds, _ in rows], 0.99)  # failed: never
+            goals.append(("{}: p99 of all scrapes <= {:g} s".format(phase, args.p99_goal), every <= args.p99_goal))
         goals.append(("{}: npu-smi info polled".format(phase), result["info_calls"][phase] > 0))
     totals = result["totals"]
     goals += [("daemon alive at the end", all(result["survived"].values())),
@@ -340,7 +342,7 @@ def main():
     args = parser.parse_args()
     args.seconds = args.seconds or (15.0 if args.quick else 45.0)
     args.recovery = 3 * TABLE_SECONDS
-    command = "python benchmarks/bench_stress.py " + " ".join(sys.argv[1:])
+    command = " ".join(shlex.quote(word) for word in ["python", "benchmarks/bench_stress.py"] + sys.argv[1:])
     try:
         result = run(args)
     except (RuntimeError, OSError) as exc:
