@@ -22,6 +22,7 @@ import http.client
 import os
 import platform
 import shlex
+import shutil
 import signal
 import socket
 import subprocess
@@ -220,8 +221,17 @@ def machine():
 
 
 def run(args):
+    """Set up, attack, clean up (the daemon, its cgroups, the temporary directory) whatever happens."""
     limits = Limits(use_cgroups=not args.no_cgroups)
     directory = tempfile.mkdtemp(prefix="npumon-stress-")
+    try:
+        return attack(args, limits, directory)
+    finally:
+        limits.close()
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def attack(args, limits, directory):
     sim = prepare_simulation(os.path.join(directory, "sim"), "healthy", product="atlas-800i-a2", latency_scale=1.0)
     log_path, arm = os.path.join(directory, "npu-smi.log"), os.path.join(directory, "big-answer")
     wrapper = os.path.join(directory, "npu-smi")
@@ -236,7 +246,7 @@ def run(args):
                          wrapper, sim.root, os.path.join(directory, "state"), TABLE_SECONDS))
     daemon = Daemon(config, dict(os.environ, **sim.env), limits)
     peaks = collections.defaultdict(lambda: [0, 0, 0, 0])  # phase -> [rss, cgroup memory, threads, tasks]
-    phase_times, survived_at = {}, {}
+    phase_times, survived_at, load = {}, {}, None
     try:
         deadline = time.monotonic() + 60
         while daemon.port is None or last_success(scrape(daemon.port)[2]) is None:
@@ -261,12 +271,12 @@ def run(args):
             phase_times[phase] = (started, time.time())
             survived_at[phase] = daemon.proc.poll() is None
         final_ok, _, final_text = scrape(daemon.port) if daemon.proc.poll() is None else (False, 0, "gone")
-        load.stopping = True
         hwm = (daemon.status() or (0, 0, 0))[1]
     finally:
+        if load is not None:
+            load.stopping = True
         daemon.stop()
-        totals = limits.totals()
-        limits.close()
+    totals = limits.totals()
     fresh = last_success(final_text) if final_ok else None
     with open(log_path) as handle:  # when the big answer started and ended, by phase
         big = ["{} ({})".format(text.strip(), phase_at(float(stamp), phase_times))
@@ -280,15 +290,17 @@ def run(args):
 
 def report(result, args, command):
     mib = 2 ** 20
-    lines = ["## " + args.label, "", "- code: " + code_version(), "- machine: " + machine(), "- date: " + time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+    lines = ["## " + args.label, "", "- code: " + code_version(), "- machine: " + machine(),
+             "- date: " + time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
              "- command: `{}`".format(command),
              "- load: {} scrapers (GET /metrics every {:g} s, 10 s timeout), {} slowloris connections "
              "(a header line every 5 s), a {} MiB `npu-smi info` answer; {:g} s per phase, main table polled "
              "every {:g} s".format(args.scrapers, args.interval, args.slowloris, args.big_mib, args.seconds,
                                    TABLE_SECONDS),
              "- limits: " + "; ".join(result["limits"]), "",
-             "| phase | scrapes answered | p50 answered | p99 answered | failures | `npu-smi info` calls | peak RSS | peak cgroup "
-             "memory | peak threads | peak tasks | daemon alive |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| phase | scrapes answered | p50 answered | p99 answered | failures | `npu-smi info` calls "
+             "| peak RSS | peak cgroup memory | peak threads | peak tasks | daemon alive |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     goals = []
     for phase, (start, end) in result["times"].items():
         rows = result["load"].results.get(phase, [])
@@ -343,10 +355,15 @@ def main():
     args.seconds = args.seconds or (15.0 if args.quick else 45.0)
     args.recovery = 3 * TABLE_SECONDS
     command = " ".join(shlex.quote(word) for word in ["python", "benchmarks/bench_stress.py"] + sys.argv[1:])
+    # SIGTERM as Ctrl-C: run()'s cleanup stops the daemon and removes the cgroups
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
         result = run(args)
     except (RuntimeError, OSError) as exc:
         print("bench_stress: cannot run: {}".format(exc), file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("bench_stress: interrupted", file=sys.stderr)
         return 2
     text, met = report(result, args, command.strip())
     print(text)
