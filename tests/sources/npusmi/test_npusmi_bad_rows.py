@@ -6,6 +6,8 @@ import os
 
 import pytest
 
+from npumon.model import HostSample, Snapshot
+from npumon.outputs.report import nagios_line, overall_status
 from npumon.sim import prepare_simulation
 from npumon.sim.inprocess import run_in_process
 from npumon.sources.npusmi.common import NpuSmiParseError
@@ -168,3 +170,20 @@ def test_a_table_of_bad_rows_only_is_down(npusmi):
     source.poll_table()
     status = source.statuses(clock.now)["npu-smi"]
     assert not status.ok and status.error.startswith("unreadable npu-smi info output: npu 0: ")
+
+
+def test_a_degraded_table_makes_the_check_warn_and_say_why(npusmi):
+    # A chip whose row is unreadable went unchecked: a Nagios check must not say OK for the host.
+    source, spawn, clock = npusmi
+    spawn.edit = corrupt_card(2)
+    source.poll_table()
+    snapshot = Snapshot(clock.now, HostSample(hostname="h"), source.chips(clock.now), source.statuses(clock.now))
+    assert overall_status(snapshot, []) == "warning"
+    line = nagios_line(snapshot, [], {})
+    assert line.startswith("NPU WARNING - npu-smi table degraded: 1 unreadable row(s) left out, 7 chips read; npu 2")
+    spawn.edit = None
+    clock.now += 15
+    source.poll_table()
+    snapshot = Snapshot(clock.now, HostSample(hostname="h"), source.chips(clock.now), source.statuses(clock.now))
+    assert overall_status(snapshot, []) == "ok"
+    assert nagios_line(snapshot, [], {}).startswith("NPU OK - 8 chips OK")
