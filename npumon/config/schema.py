@@ -35,6 +35,8 @@ class ExporterConfig:
     npu_exporter_compat: bool = False
     tls_cert_file: Optional[str] = None
     tls_key_file: Optional[str] = None
+    # exporter-toolkit web config (node_exporter's --web.config.file): TLS, client certificates, basic auth
+    web_config_file: Optional[str] = None
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,8 @@ from prometheus_client.exposition import choose_encoder, gzip_accepted
 from prometheus_client.registry import CollectorRegistry
 
 from .. import __version__
+from .webauth import Guard
+from .webconfig import WebSecurity
 
 log = logging.getLogger(__name__)
 
@@ -90,10 +92,10 @@ class _Server(ThreadingHTTPServer):
     request_queue_size = 128  # socketserver's default backlog of 5 drops SYNs (1 s retries) under a burst
 
     def __init__(self, address: tuple, family: int, dualstack: bool, handler: type,
-                 tls: Optional[ssl.SSLContext], client_timeout: float, app: "_App") -> None:
+                 guard: Guard, client_timeout: float, app: "_App") -> None:
         self.address_family = family  # read by TCPServer.__init__ when it creates the socket
         self._dualstack = dualstack
-        self.tls = tls
+        self.guard = guard
         self.client_timeout = client_timeout
         self.app = app
         super().__init__(address, handler)
@@ -106,18 +108,16 @@ class _Server(ThreadingHTTPServer):
         self.server_name, self.server_port = self.server_address[:2]
 
     def finish_request(self, request, client_address) -> None:
-        # Runs in the connection's own thread, so the TLS handshake (bounded by the timeout) happens here
-        # rather than in the accept loop.
+        # Runs in the connection's own thread, so the TLS handshake and the client certificate check
+        # (bounded by the timeout) happen here rather than in the accept loop.
         request.settimeout(self.client_timeout)
-        if self.tls is None:
-            self.RequestHandlerClass(request, client_address, self)
-            return
-        tls_request = self.tls.wrap_socket(request, server_side=True)
+        accepted = self.guard.accept(request)
         try:
-            self.RequestHandlerClass(tls_request, client_address, self)
+            self.RequestHandlerClass(accepted, client_address, self)
         finally:
-            # wrap_socket detached `request`, so the caller's shutdown_request() cannot close this one.
-            self.shutdown_request(tls_request)
+            if accepted is not request:
+                # wrap_socket detached `request`, so the caller's shutdown_request() cannot close this one.
+                self.shutdown_request(accepted)
 
     def handle_error(self, request, client_address) -> None:
         # Called from inside an `except` block by socketserver; one line instead of a traceback.
@@ -164,6 +164,11 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _serve(self, send_body: bool) -> None:
         path = urlsplit(self.path).path
+        denied = self.server.guard.check(path, self.headers.get("Authorization"))
+        if denied is not None:  # basic auth (webauth.py): 401 with WWW-Authenticate, counted
+            status, headers, body = denied
+            self._send(_Response(status, TEXT, body, headers), send_body)
+            return
         try:
             response = self._respond(path, self.server.app)
         except Exception as exc:  # a failing callback must cost one 500 and one log line, not the thread
@@ -193,7 +198,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_response(response.status)
         self.send_header("Content-Type", response.content_type)
         self.send_header("Content-Length", str(len(response.body)))
-        for name, value in response.headers:
+        for name, value in response.headers + self.server.guard.headers():
             self.send_header(name, value)
         self.end_headers()
         if send_body:
@@ -212,13 +217,17 @@ class WebServer:
     def __init__(self, listen: str, registry: CollectorRegistry, get_status: Callable[[], dict],
                  get_health: Callable[[], Tuple[bool, str]], tls_cert: Optional[str] = None,
                  tls_key: Optional[str] = None,
-                 client_timeout: float = DEFAULT_CLIENT_TIMEOUT_SECONDS) -> None:
-        """Checks the listen address and loads the TLS files now, so a bad config fails before start()."""
+                 client_timeout: float = DEFAULT_CLIENT_TIMEOUT_SECONDS,
+                 security: Optional[WebSecurity] = None) -> None:
+        """Checks the listen address and loads the TLS files now, so a bad config fails before start().
+        `security`: what a web config file (webconfig.py) asks for: TLS, client certificates, basic auth."""
         self._listen = listen
         self._host, self._requested_port = parse_listen(listen)
         if (tls_cert is None) != (tls_key is None):
             raise WebServerError("TLS needs both a certificate and a key file")
-        self._tls = _tls_context(tls_cert, tls_key) if tls_cert is not None else None
+        tls = _tls_context(tls_cert, tls_key) if tls_cert is not None else None
+        self._guard = Guard(tls, security)
+        self._registry = registry
         self._app = _App(registry, get_status, get_health)
         self._client_timeout = client_timeout
         self._server = None  # type: Optional[_Server]
@@ -230,10 +239,11 @@ class WebServer:
             raise RuntimeError("WebServer already started")
         family, address, dualstack = _resolve(self._host, self._requested_port)
         try:
-            server = _Server(address, family, dualstack, _Handler, self._tls, self._client_timeout, self._app)
+            server = _Server(address, family, dualstack, _Handler, self._guard, self._client_timeout, self._app)
         except OSError as exc:
             raise WebServerError("cannot listen on {}: {}".format(self._listen, exc.strerror or exc)) from None
         self._server = server
+        self._registry.register(self._guard)  # npumon_http_auth_failures_total
         # A short poll interval keeps stop() fast: shutdown() waits for the loop to notice.
         self._thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1},
                                         name="npumon-web", daemon=True)
@@ -248,7 +258,12 @@ class WebServer:
         server.shutdown()
         server.server_close()
         thread.join()
+        self._registry.unregister(self._guard)
         self._server = self._thread = None
+
+    def use_security(self, security: Optional[WebSecurity]) -> None:
+        """Enforce another web config (a reload) from the next connection or request on."""
+        self._guard.use(security)
 
     @property
     def port(self) -> int:
