@@ -127,22 +127,24 @@ class Guard:
         for name, user_hash in security.users:  # every user compared, in constant time: no early exit
             if hmac.compare_digest(name, user):
                 hashed = user_hash
-        known = hashed is not None
-        if not known:
-            # an unknown user costs a bcrypt too, so that timing does not tell which users exist
-            hashed = self._dummy_hash(security.users[0][1])
-        digest = hmac.new(self._cache_key, _framed(user, hashed, password), hashlib.sha256).digest()
-        with self._cache_lock:
-            if digest in self._cache:
-                self._cache.move_to_end(digest)
-                return None
+        digest = None
+        if hashed is not None:
+            digest = hmac.new(self._cache_key, _framed(user, hashed, password), hashlib.sha256).digest()
+            with self._cache_lock:
+                if digest in self._cache:
+                    self._cache.move_to_end(digest)
+                    return None
         if not self._bcrypt_lock.acquire(timeout=BCRYPT_WAIT_SECONDS):
             return "busy"
         try:
+            if hashed is None:
+                # an unknown user costs a bcrypt too, so that timing does not tell which users exist
+                _checkpw(password, self._dummy_hash(security.users[0][1]))
+                return "wrong_credentials"
             ok = _checkpw(password, hashed)
         finally:
             self._bcrypt_lock.release()
-        if not (ok and known):
+        if not ok:
             return "wrong_credentials"
         with self._cache_lock:
             self._cache[digest] = None
@@ -151,7 +153,8 @@ class Guard:
         return None
 
     def _dummy_hash(self, like: bytes) -> bytes:
-        """A hash of a random password with the cost of a real one (made once per cost, lazily)."""
+        """A hash of a random password with the cost of a real one (made once per cost, lazily; called
+        with the bcrypt slot held, so making it counts against the one-at-a-time limit too)."""
         cost = like[4:6]
         if cost not in self._dummy_hashes:
             import bcrypt
