@@ -1,6 +1,7 @@
 """The web config enforced by the real HTTP server on 127.0.0.1: basic auth, client certificates, headers,
 and the npumon_http_auth_failures_total counter."""
 
+import logging
 import socket
 import ssl
 import threading
@@ -215,3 +216,70 @@ def test_concurrent_logins_verify_correctly(serve):
         thread.join(15)
     assert sorted(code for password, code in results if password == PASSWORD) == [200] * 4
     assert sorted(code for password, code in results if password != PASSWORD) == [401] * 4
+
+
+# -- on the bounded server: handshakes and client checks in its loop thread, never in a worker -------------------
+
+def test_failed_handshakes_are_all_counted_and_logged_within_the_line_budget(serve, pki, caplog):
+    server = serve(mtls(pki), client_timeout=2)
+    with caplog.at_level(logging.WARNING, logger="npumon.outputs.web"):
+        for _ in range(8):  # no client certificate: each handshake fails
+            with pytest.raises(requests.exceptions.ConnectionError):
+                tls_get(server, pki)
+        counts = failures(tls_get(server, pki, (pki.client_cert, pki.client_key)).text)
+    assert counts["client_cert_missing"] == 8
+    lines = [record.getMessage() for record in caplog.records]
+    assert 1 <= len(lines) <= 5, lines  # the server's budget for connection failure lines: 5 a minute
+    assert all(line.startswith("http: connection from 127.0.0.1 failed: SSL") for line in lines), lines
+
+
+def test_a_refused_client_certificate_is_closed_while_the_only_worker_is_busy(serve, pki, monkeypatch):
+    monkeypatch.setattr(webauth, "BCRYPT_WAIT_SECONDS", 3.0)
+    server = serve(mtls(pki, "  client_allowed_sans: [prometheus]\n") + users(prometheus=HASH), workers=1,
+                   max_connections=4)
+    cert = (pki.client_cert, pki.client_key)
+    held = []
+    with server._guard._bcrypt_lock:  # the one worker waits for bcrypt on the request below
+        thread = threading.Thread(target=lambda: held.append(requests.get(
+            url(server, "/metrics", "https"), verify=pki.ca, cert=cert, auth=("prometheus", "a guess"), timeout=10)))
+        thread.start()
+        assert wait_for(lambda: server.stats.snapshot()["busy"] == 1)
+        started = time.monotonic()
+        with pytest.raises(requests.exceptions.ConnectionError):
+            tls_get(server, pki, (pki.other_client_cert, pki.other_client_key))
+        assert time.monotonic() - started < 1.5  # refused by the loop thread, not after a worker got free
+        assert server._guard.failures()["client_cert_san"] == 1
+        assert server.stats.snapshot()["busy"] == 1
+    thread.join(10)
+    assert held[0].status_code == 401  # the held request, answered once bcrypt was free
+
+
+def test_headers_go_on_the_handlers_errors_and_the_servers_own_503(serve):
+    server = serve("http_server_config:\n  headers:\n    X-Frame-Options: deny\n", workers=1, max_connections=1)
+    with socket.create_connection(("127.0.0.1", server.port), timeout=5) as raw:
+        raw.sendall(b"GET / / HTTP/1.0\r\n\r\n")  # the handler's own 400
+        answer = read_answer(raw)
+    assert answer.startswith(b"HTTP/1.0 400") and b"\r\nX-Frame-Options: deny\r\n" in answer
+    with socket.create_connection(("127.0.0.1", server.port), timeout=5) as idle:  # holds the one connection
+        assert wait_for(lambda: server.stats.snapshot()["open"] == 1)
+        refused = requests.get(url(server, "/metrics"), timeout=5)  # at the cap, answered by the loop
+        assert refused.status_code == 503 and refused.headers["X-Frame-Options"] == "deny"
+        assert idle.fileno() >= 0
+
+
+def read_answer(sock):
+    chunks = []
+    while True:
+        chunk = sock.recv(4096)
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+
+
+def wait_for(condition, timeout=5.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.02)
+    return condition()
