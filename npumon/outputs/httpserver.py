@@ -38,6 +38,7 @@ from typing import Deque, Dict, NamedTuple, Optional, Tuple
 
 from .http_metrics import ServerStats
 from .httpconn import Connection
+from .httplog import LineBudget
 from .webauth import Guard
 
 log = logging.getLogger("npumon.outputs.web")  # one log name for everything the HTTP server says
@@ -51,7 +52,6 @@ LOOP_TICK_SECONDS = 0.1  # the loop's longest wait: stop() and deadlines are not
 ACCEPT_BATCH = 64  # accepts per wake-up, so a burst of connections cannot starve the heads being read
 ACCEPT_BACKOFF_SECONDS = (0.05, 1.0)  # first and longest pause after accept() ran out of file descriptors
 OUT_OF_DESCRIPTORS = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
-LOG_LINES_PER_MINUTE = 5  # connection failure lines; the rest are counted and mentioned in the next line
 
 
 def _unavailable(reason: bytes, headers: Tuple[Tuple[str, str], ...] = ()) -> bytes:
@@ -71,29 +71,6 @@ class Limits(NamedTuple):
     request_timeout: float = DEFAULT_REQUEST_TIMEOUT_SECONDS
 
 
-class _LineBudget:
-    """At most `lines` log lines a minute; the ones left out are counted and mentioned in the next line."""
-
-    def __init__(self, lines: int = LOG_LINES_PER_MINUTE, window: float = 60.0) -> None:
-        self._lines, self._window = lines, window
-        self._lock = threading.Lock()
-        self._start, self._used, self._dropped = float("-inf"), 0, 0
-
-    def warn(self, message: str, *args) -> None:
-        now = time.monotonic()
-        with self._lock:
-            if now - self._start >= self._window:
-                self._start, self._used = now, 0
-            if self._used >= self._lines:
-                self._dropped += 1
-                return
-            self._used += 1
-            dropped, self._dropped = self._dropped, 0
-        if dropped:
-            message += " ({} more such lines left out before this one)".format(dropped)
-        log.warning(message, *args)
-
-
 class BoundedHTTPServer:
     """Serves `handler_class` (httpconn.DeadlineIO mixed into a BaseHTTPRequestHandler) on a listening socket."""
 
@@ -108,7 +85,7 @@ class BoundedHTTPServer:
         self.server_address = listener.getsockname()
         self.server_name, self.server_port = self.server_address[:2]
         self.app = None  # what the handler reads; set by the owner
-        self._log = _LineBudget()
+        self._log = LineBudget(log)
         self._selector = selectors.DefaultSelector()
         self._reading: Dict[int, Connection] = {}  # connections still sending their head (loop thread only)
         self._ready: Deque[Connection] = deque()  # heads complete, waiting for a worker
