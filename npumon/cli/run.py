@@ -24,6 +24,10 @@ def add_run_commands(commands: "argparse._SubParsersAction") -> None:
                               description="Run the monitoring daemon in the foreground (systemd Type=notify).")
     add_common(run)
     run.add_argument("--listen", metavar="ADDR:PORT", help="HTTP listen address (default: the config's, 0.0.0.0:9842)")
+    run.add_argument("--web-config-file", metavar="FILE",
+                     help="exporter-toolkit web config (TLS, client certificates, basic auth), the file "
+                          "node_exporter reads with --web.config.file; read again on reload "
+                          "(default: the config's exporter.web_config_file)")
     run.add_argument("--sim-state", metavar="DIR",
                      help="with --simulate: keep the simulation's state in DIR (created or reset, kept at exit), "
                           "so that npumon.sim.set_scenario(DIR, SCENARIO) can switch its scenario while it runs")
@@ -78,7 +82,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             if target.sim_state_dir:
                 sim_state_dirs.append(target.sim_state_dir)
                 config = reload_config()
-            daemon = Daemon(config, target, listen=args.listen, log_level=args.log_level)
+            daemon = Daemon(config, target, listen=args.listen, log_level=args.log_level,
+                            web_config_file=args.web_config_file)
             still_running = daemon.serve_forever(reload_config)
     except (ConfigError, UserError, NpuSmiMissing, StartupError, RuleError) as exc:
         print("npumon: " + str(exc), file=sys.stderr)

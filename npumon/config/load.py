@@ -20,27 +20,42 @@ def load_config(path: Optional[str]) -> Config:
     """Read and validate a config file; None gives the defaults."""
     if path is None:
         return Config()
-    try:
-        with open(path, encoding="utf-8") as handle:
-            text = handle.read()
-    except OSError as exc:
-        raise ConfigError("{}: cannot read config: {}".format(path, exc.strerror or exc)) from None
-    except UnicodeDecodeError:
-        raise ConfigError("{}: config is not UTF-8 text".format(path)) from None
-    config = parse_config(text, path)
+    config = parse_config(_read_text(path, "config"), path)
     withhold(secret_variables(config.notify))  # no child npumon starts sees a variable holding a secret
     return config
 
 
-def parse_config(text: str, path: str = "<config>") -> Config:
+def load_yaml_as(path: str, cls: Any, what: str) -> Tuple[Any, Optional[yaml.Node]]:
+    """Another YAML file (e.g. the exporter's web config) read into the dataclass `cls` with the config's
+    one-line errors (unknown keys, wrong types, file:line: key); also returns the document, for line_of()."""
+    text = _read_text(path, what)
+    node = _compose(text, path)
+    return (cls() if node is None else _convert(node, cls, path, "")), node
+
+
+def _read_text(path: str, what: str) -> str:
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        with open(path, encoding="utf-8") as handle:
+            return handle.read()
+    except OSError as exc:
+        raise ConfigError("{}: cannot read {}: {}".format(path, what, exc.strerror or exc)) from None
+    except UnicodeDecodeError:
+        raise ConfigError("{}: {} is not UTF-8 text".format(path, what)) from None
+
+
+def _compose(text: str, path: str) -> Optional[yaml.Node]:
+    try:
+        return yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark is not None else 1
         raise ConfigError("{}:{}: bad YAML: {}".format(path, line, exc.problem or exc.context)) from None
     except yaml.YAMLError as exc:
         raise ConfigError("{}: bad YAML: {}".format(path, str(exc).splitlines()[0])) from None
+
+
+def parse_config(text: str, path: str = "<config>") -> Config:
+    node = _compose(text, path)
     if node is None:  # empty file: all defaults
         return dataclasses.replace(Config(), source=path)
     config = _convert(node, Config, path, "")

@@ -40,6 +40,8 @@ class ExporterConfig:
     http_workers: int = 10
     max_connections: int = 512
     request_timeout_seconds: float = 10.0
+    # exporter-toolkit web config (node_exporter's --web.config.file): TLS, client certificates, basic auth
+    web_config_file: Optional[str] = None
 
 
 @dataclass(frozen=True)

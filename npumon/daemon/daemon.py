@@ -33,6 +33,7 @@ from ..outputs.exporter import ExporterView, build_registry
 from ..outputs.http_metrics import HttpStatsCollector
 from ..outputs.report import SCHEMA, rfc3339, status_document
 from ..outputs.web import WebServer, WebServerError, parse_listen
+from ..outputs.webconfig import WebSecurity, load_web_config
 from ..rules.engine import RuleEngine
 from ..rules.loader import RuleError
 from ..sources.collection import SourceSet
@@ -49,14 +50,16 @@ log = logging.getLogger(__name__)
 STOP_GRACE_SECONDS = 3.0  # SIGTERM to exit, well inside the promised 5 s and the unit's TimeoutStopSec
 class Daemon:
     def __init__(self, config: Config, target: Target, listen: Optional[str] = None,
-                 log_level: Optional[str] = None):
+                 log_level: Optional[str] = None, web_config_file: Optional[str] = None):
         """Checks everything that can be wrong before anything starts; raises StartupError (or RuleError).
-        `listen` and `log_level` come from the command line and win over the config, also on reload."""
+        `listen`, `log_level` and `web_config_file` come from the command line and win over the config,
+        also on reload."""
         ensure_state_dir(config)
         self.config = config
         self.target = target
         self._listen = listen
         self._log_level = log_level
+        self._web_config_file = web_config_file
         rules, self.params = load_rule_set(config)
         self.engine = RuleEngine(rules, self.params)
         self._lock = threading.Lock()
@@ -84,13 +87,26 @@ class Daemon:
             parse_listen(listen)
         except WebServerError as exc:
             raise StartupError("{}: {}".format(self._listen_origin(), exc)) from None
+        security = self._web_security(config)
         try:
             return WebServer(listen, self.registry, self.status, self.health,
                              tls_cert=exporter.tls_cert_file, tls_key=exporter.tls_key_file,
                              client_timeout=exporter.request_timeout_seconds, workers=exporter.http_workers,
-                             max_connections=exporter.max_connections)
+                             max_connections=exporter.max_connections, security=security)
         except WebServerError as exc:  # the listen address is fine: it is the TLS files
             raise StartupError("{}: exporter.tls_cert_file: {}".format(config.source, exc)) from None
+
+    def _web_security(self, config: Config) -> Optional[WebSecurity]:
+        """The web config file's settings (--web-config-file, else exporter.web_config_file), read again on
+        every start and reload; raises ConfigError (a WebConfigError) or StartupError, one line."""
+        path = self._web_config_file or config.exporter.web_config_file
+        if not path:
+            return None
+        security = load_web_config(path)
+        if security.tls is not None and config.exporter.tls_cert_file:
+            raise StartupError("{}: exporter.tls_cert_file: TLS is set both here and in the web config {}; "
+                               "keep one".format(config.source, path))
+        return security
 
     def _listen_origin(self) -> str:
         """Where the listen address came from, for error messages."""
@@ -258,11 +274,14 @@ class Daemon:
             config = load_config()
             rules, params = load_rule_set(config)
             ensure_state_dir(config)
+            security = self._web_security(config)
         except (ConfigError, RuleError, StartupError) as exc:
             log.error("reload refused, still running the previous config: %s", exc)
             self.notifier.ready("reload refused: {}".format(exc))
             return False
-        if config.exporter != self.config.exporter:
+        self.web.use_security(security)  # the web config file is read again: new passwords, certificates
+        if dataclasses.replace(config.exporter, web_config_file=None) != \
+                dataclasses.replace(self.config.exporter, web_config_file=None):
             log.warning("exporter settings changed: they take effect on restart, not on reload")
         self.engine.replace_rules(rules, params)  # keeps the state of rules whose id remains
         self.params = params

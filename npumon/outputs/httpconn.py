@@ -22,6 +22,7 @@ class Connection:
         self.opened = time.monotonic()
         self.head = bytearray()
         self.handshaking = False
+        self.handshake = None  # the TLS context and web config its handshake uses (webauth.Handshake)
         self.ready_at = 0.0  # when the head was complete
         self.timed_out = False
         self.closed = False

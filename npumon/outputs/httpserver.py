@@ -7,8 +7,9 @@ up the process's threads (the poll loop's too) or its file descriptors.
 
 How it stays bounded:
 * One loop thread accepts and reads every request head without blocking (a selector over all the
-  connections still sending their head; TLS handshakes run there too, non-blocking). A slow client costs a
-  file descriptor and a few bytes, never a thread.
+  connections still sending their head; TLS handshakes run there too, non-blocking, and the guard's client
+  certificate check right after one completes). A slow client costs a file descriptor and a few bytes,
+  never a thread.
 * A connection whose head is complete goes to a fixed pool of workers started once, so nothing creates a
   thread under load. The worker runs the handler; its reads and writes re-arm the socket timeout with
   what is left of the connection's deadline, so head, body and answer together never take longer.
@@ -20,7 +21,9 @@ How it stays bounded:
 
 `health()` says whether the server can serve: the loop runs, accept() works, and no request has waited
 longer than a deadline for a worker. One place turns an accepted socket into a connection (`_open`, where
-TLS wraps it), and the handler reads only through the connection (`DeadlineIO.setup`).
+TLS wraps it with the context the guard gives), and the handler reads only through the connection
+(`DeadlineIO.setup`). The guard (webauth.Guard, the web config) decides TLS, client certificates and the
+extra headers; basic auth is the handler's, in the worker.
 """
 
 import errno
@@ -35,6 +38,8 @@ from typing import Deque, Dict, NamedTuple, Optional, Tuple
 
 from .http_metrics import ServerStats
 from .httpconn import Connection
+from .httplog import LineBudget
+from .webauth import Guard
 
 log = logging.getLogger("npumon.outputs.web")  # one log name for everything the HTTP server says
 
@@ -47,16 +52,17 @@ LOOP_TICK_SECONDS = 0.1  # the loop's longest wait: stop() and deadlines are not
 ACCEPT_BATCH = 64  # accepts per wake-up, so a burst of connections cannot starve the heads being read
 ACCEPT_BACKOFF_SECONDS = (0.05, 1.0)  # first and longest pause after accept() ran out of file descriptors
 OUT_OF_DESCRIPTORS = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
-LOG_LINES_PER_MINUTE = 5  # connection failure lines; the rest are counted and mentioned in the next line
 
 
-def _unavailable(reason: bytes) -> bytes:
+def _unavailable(reason: bytes, headers: Tuple[Tuple[str, str], ...] = ()) -> bytes:
+    """A whole 503 answer, sent without a handler; `headers`: the web config's, which every answer carries."""
+    extra = b"".join("{}: {}\r\n".format(name, value).encode("latin-1") for name, value in headers)
     return (b"HTTP/1.0 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: %d\r\n"
-            b"Retry-After: 1\r\nConnection: close\r\n\r\n%s" % (len(reason), reason))
+            b"Retry-After: 1\r\nConnection: close\r\n%s\r\n%s" % (len(reason), extra, reason))
 
 
-REFUSAL = _unavailable(b"too many open connections\n")  # at max_connections, from the loop
-OVERDUE = _unavailable(b"no free worker within the request timeout\n")  # from a worker, when it is too late
+REFUSAL = b"too many open connections\n"  # at max_connections, from the loop
+OVERDUE = b"no free worker within the request timeout\n"  # from a worker, when it is too late
 
 
 class Limits(NamedTuple):
@@ -65,43 +71,21 @@ class Limits(NamedTuple):
     request_timeout: float = DEFAULT_REQUEST_TIMEOUT_SECONDS
 
 
-class _LineBudget:
-    """At most `lines` log lines a minute; the ones left out are counted and mentioned in the next line."""
-
-    def __init__(self, lines: int = LOG_LINES_PER_MINUTE, window: float = 60.0) -> None:
-        self._lines, self._window = lines, window
-        self._lock = threading.Lock()
-        self._start, self._used, self._dropped = float("-inf"), 0, 0
-
-    def warn(self, message: str, *args) -> None:
-        now = time.monotonic()
-        with self._lock:
-            if now - self._start >= self._window:
-                self._start, self._used = now, 0
-            if self._used >= self._lines:
-                self._dropped += 1
-                return
-            self._used += 1
-            dropped, self._dropped = self._dropped, 0
-        if dropped:
-            message += " ({} more such lines left out before this one)".format(dropped)
-        log.warning(message, *args)
-
-
 class BoundedHTTPServer:
     """Serves `handler_class` (httpconn.DeadlineIO mixed into a BaseHTTPRequestHandler) on a listening socket."""
 
     def __init__(self, listener: socket.socket, handler_class: type, limits: Limits,
-                 tls: Optional[ssl.SSLContext] = None) -> None:
+                 guard: Optional[Guard] = None) -> None:
+        """`guard`: TLS, client certificates and extra headers (webauth.Guard); None serves plain HTTP."""
         self.listener = listener
         self.RequestHandlerClass = handler_class
         self.limits = limits
-        self.tls = tls
+        self.guard = guard if guard is not None else Guard()
         self.stats = ServerStats(limits.workers, limits.max_connections)
         self.server_address = listener.getsockname()
         self.server_name, self.server_port = self.server_address[:2]
         self.app = None  # what the handler reads; set by the owner
-        self._log = _LineBudget()
+        self._log = LineBudget(log)
         self._selector = selectors.DefaultSelector()
         self._reading: Dict[int, Connection] = {}  # connections still sending their head (loop thread only)
         self._ready: Deque[Connection] = deque()  # heads complete, waiting for a worker
@@ -240,13 +224,16 @@ class BoundedHTTPServer:
         _advance, non-blocking, under the connection's deadline)."""
         connection = Connection(sock, address, time.monotonic() + self.limits.request_timeout)
         sock.setblocking(False)
-        if self.tls is not None:
+        handshake = self.guard.handshake()
+        if handshake is not None:
             try:
-                connection.sock = self.tls.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
+                connection.sock = handshake.context.wrap_socket(sock, server_side=True,
+                                                                do_handshake_on_connect=False)
             except (OSError, ValueError) as exc:
                 self._close(connection)
                 self._log.warn("http: connection from %s failed: %s: %s", address[0], type(exc).__name__, exc)
                 return
+            connection.handshake = handshake
             connection.handshaking = True
         self._reading[connection.sock.fileno()] = connection
         self._selector.register(connection.sock, selectors.EVENT_READ, connection)
@@ -255,8 +242,7 @@ class BoundedHTTPServer:
         """Read what the connection sent (after the TLS handshake); hand it to a worker once the head is in."""
         try:
             if connection.handshaking:
-                connection.sock.do_handshake()
-                connection.handshaking = False
+                self._handshake(connection)
             while True:
                 chunk = connection.sock.recv(16 * 1024)
                 if not chunk:  # closed before sending a whole head: a port check, a client that gave up
@@ -277,6 +263,19 @@ class BoundedHTTPServer:
         except OSError as exc:  # ssl.SSLError included: plain HTTP on the TLS port, a failed handshake
             self._drop(connection, "{}: {}".format(type(exc).__name__, exc))
 
+    def _handshake(self, connection: Connection) -> None:
+        """One step of the TLS handshake; once it is complete, the client certificate check, so that a
+        refused client never reaches a worker. Raises what _advance handles (want read/write, OSError)."""
+        try:
+            connection.sock.do_handshake()
+        except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
+            raise
+        except ssl.SSLError as exc:
+            self.guard.handshake_failed(exc)  # counted by reason; _advance logs it within the budget
+            raise
+        connection.handshaking = False
+        self.guard.admit(connection.sock, connection.handshake)  # ClientRejected is an OSError: dropped
+
     def _dispatch(self, connection: Connection) -> None:
         del self._reading[connection.sock.fileno()]
         self._selector.unregister(connection.sock)
@@ -291,12 +290,12 @@ class BoundedHTTPServer:
             self.stats.refused += 1
         try:
             sock.setblocking(False)
-            if self.tls is None:
+            if self.guard.handshake() is None:
                 try:
                     sock.recv(MAX_HEAD_BYTES)  # what already came: closing with unread data would reset
                 except OSError:
                     pass
-                sock.send(REFUSAL)
+                sock.send(_unavailable(REFUSAL, self.guard.headers()))
             sock.shutdown(socket.SHUT_WR)
         except OSError:
             pass
@@ -378,7 +377,7 @@ class BoundedHTTPServer:
                        waited)
         try:
             connection.sock.setblocking(False)
-            connection.sock.send(OVERDUE)
+            connection.sock.send(_unavailable(OVERDUE, self.guard.headers()))
         except OSError:
             pass
 

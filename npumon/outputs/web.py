@@ -25,6 +25,8 @@ from .http_metrics import ServerStats
 from .httpconn import DeadlineIO
 from .httpserver import (DEFAULT_MAX_CONNECTIONS, DEFAULT_REQUEST_TIMEOUT_SECONDS, DEFAULT_WORKERS,
                          BoundedHTTPServer, Limits)
+from .webauth import Guard
+from .webconfig import WebSecurity
 
 log = logging.getLogger(__name__)
 
@@ -153,6 +155,11 @@ class _Handler(DeadlineIO, BaseHTTPRequestHandler):
 
     def _serve(self, send_body: bool) -> None:
         path = urlsplit(self.path).path
+        denied = self.server.guard.check(path, self.headers.get("Authorization"))
+        if denied is not None:  # basic auth (webauth.py): 401 with WWW-Authenticate, counted
+            status, headers, body = denied
+            self._send(_Response(status, TEXT, body, headers), send_body)
+            return
         try:
             response = self._respond(path, self.server.app)
         except Exception as exc:  # a failing callback must cost one 500 and one log line, not the thread
@@ -188,6 +195,12 @@ class _Handler(DeadlineIO, BaseHTTPRequestHandler):
         if send_body:
             self.wfile.write(response.body)
 
+    def end_headers(self) -> None:
+        # here rather than in _send, so that the handler's own errors (400, 414...) carry them too
+        for name, value in self.server.guard.headers():  # http_server_config.headers
+            self.send_header(name, value)
+        super().end_headers()
+
     def log_request(self, code="-", size="-") -> None:
         """Successful requests are not logged (one line per scrape would flood the journal)."""
 
@@ -202,9 +215,10 @@ class WebServer:
                  get_health: Callable[[], Tuple[bool, str]], tls_cert: Optional[str] = None,
                  tls_key: Optional[str] = None,
                  client_timeout: float = DEFAULT_CLIENT_TIMEOUT_SECONDS, workers: int = DEFAULT_WORKERS,
-                 max_connections: int = DEFAULT_MAX_CONNECTIONS) -> None:
+                 max_connections: int = DEFAULT_MAX_CONNECTIONS, security: Optional[WebSecurity] = None) -> None:
         """Checks the listen address, the limits and the TLS files now, so a bad config fails before start().
-        client_timeout: the deadline of a whole request (TLS handshake, head, body and answer)."""
+        client_timeout: the deadline of a whole request (TLS handshake, head, body and answer).
+        `security`: what a web config file (webconfig.py) asks for: TLS, client certificates, basic auth."""
         self._listen = listen
         self._host, self._requested_port = parse_listen(listen)
         problems = limits_problems(workers, max_connections, client_timeout)
@@ -212,7 +226,9 @@ class WebServer:
             raise WebServerError("exporter.{}: {}".format(*problems[0]))
         if (tls_cert is None) != (tls_key is None):
             raise WebServerError("TLS needs both a certificate and a key file")
-        self._tls = _tls_context(tls_cert, tls_key) if tls_cert is not None else None
+        tls = _tls_context(tls_cert, tls_key) if tls_cert is not None else None
+        self._guard = Guard(tls, security)
+        self._registry = registry
         self._app = _App(registry, get_status, get_health)
         self._limits = Limits(workers=workers, max_connections=max_connections, request_timeout=client_timeout)
         self.stats = ServerStats(workers, max_connections)  # replaced by the server's own once it starts
@@ -229,8 +245,9 @@ class WebServer:
             listener = _listening_socket(family, address, dualstack)
         except OSError as exc:
             raise WebServerError("cannot listen on {}: {}".format(self._listen, exc.strerror or exc)) from None
-        server = BoundedHTTPServer(listener, _Handler, self._limits, self._tls)
+        server = BoundedHTTPServer(listener, _Handler, self._limits, self._guard)
         server.app = self._app
+        self._registry.register(self._guard)  # npumon_http_auth_failures_total
         server.start()
         with self._lock:
             self._server, self.stats = server, server.stats
@@ -243,6 +260,11 @@ class WebServer:
             self._stopped = True
         if server is not None:
             server.stop()
+            self._registry.unregister(self._guard)
+
+    def use_security(self, security: Optional[WebSecurity]) -> None:
+        """Enforce another web config (a reload) from the next connection or request on."""
+        self._guard.use(security)
 
     def health(self) -> Tuple[bool, str]:
         """(can serve, reason); see BoundedHTTPServer.health."""
