@@ -180,7 +180,7 @@ def test_an_ip_san_matches_in_gos_form(serve, pki):
     assert tls_get(server, pki, (pki.client_cert, pki.client_key)).status_code == 200
 
 
-def test_a_stuck_handshake_holds_only_its_own_thread(serve, pki):
+def test_a_stuck_handshake_holds_no_worker(serve, pki):
     server = serve(mtls(pki), client_timeout=0.5)
     stuck = socket.create_connection(("127.0.0.1", server.port), timeout=5)  # never sends a ClientHello
     try:
