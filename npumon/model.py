@@ -74,6 +74,7 @@ class ChipSample:
     hbm_temperature_celsius: Optional[float] = None  # `-t memory`
     aicore_freq_mhz: Optional[float] = None  # `-t common` Aicore curFreq
     voltage_volts: Optional[float] = None  # `-t volt`
+    card_power_watts: Optional[float] = None  # 310P: the whole card's power, printed by its MCU (`-t common`)
     serial_number: Optional[str] = None  # the card's, from `-t board -i N`
     hugepages_used: Optional[int] = None
     hugepages_total: Optional[int] = None

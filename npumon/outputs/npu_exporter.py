@@ -208,7 +208,9 @@ def _add_chip(out: Families, chip: ChipSample, position: int, extra: tuple) -> N
     for slot, number in enumerate(codes[:ERROR_CODE_SLOTS]):
         out.add(error_code_family(slot), number, series_labels)
     out.add("npu_chip_info_temperature", chip.temperature_celsius, series_labels)
-    out.add("npu_chip_info_power", chip.power_watts, series_labels)
+    # 310P chips cannot measure their own power: npu-exporter serves the card's (its MCU's) on each chip.
+    power = chip.card_power_watts if family == FAMILY_310P and chip.power_watts is None else chip.power_watts
+    out.add("npu_chip_info_power", power, series_labels)
     out.add("npu_chip_info_voltage", chip.voltage_volts, series_labels)
     out.add("npu_chip_info_aicore_current_freq", chip.aicore_freq_mhz, series_labels)
     out.add("npu_chip_info_process_info_num", len(chip.processes), series_labels)

@@ -10,7 +10,8 @@ import re
 from typing import Any, Dict, Optional
 
 from .common import NpuSmiParseError, is_null, percent_to_ratio, to_float, to_int
-from .kv import _chip_blocks, _convert, _parse_simple, _text
+from .kv import (_chip_blocks, _convert, _is_non_npu_block, _parse_simple, _read_groups, _split_at_chip_ids,
+                 _text)
 
 _DIE_WORD = re.compile(r"^[0-9A-Fa-f]{1,8}$")
 DIE_WORDS = 5  # npu-smi prints a die id as five 32-bit words, " %08X" each
@@ -77,10 +78,31 @@ def parse_usages_extra(text: str, chip: Optional[int] = None) -> Dict[int, Dict[
                          ("Aicore Usage Rate(%)", "Memory Usage Rate(%)"))
 
 
+_CARD_POWER_KEY = "NPU Real-time Power(W)"
+
+
 def parse_common_extra(text: str, chip: Optional[int] = None) -> Dict[int, Dict[str, Any]]:
-    """`-t common -i N`: AI Core current frequency in MHz."""
-    return _parse_simple(text, "common", True, chip, {"Aicore curFreq(MHZ)": ("aicore_freq_mhz", to_float)},
-                         ("Aicore Usage Rate(%)", "Temperature(C)"))
+    """`-t common -i N`: AI Core current frequency in MHz, and on 310P cards the card's power, which only
+    the MCU block prints (`card_power_watts` on every chip of the card: npu-exporter serves it as each
+    chip's power)."""
+    result = _parse_simple(text, "common", True, chip,
+                           {"Aicore curFreq(MHZ)": ("aicore_freq_mhz", to_float)},
+                           ("Aicore Usage Rate(%)", "Temperature(C)"))
+    card_power = _mcu_power(text)
+    if card_power is not None:
+        for values in result.values():
+            values["card_power_watts"] = card_power
+    return result
+
+
+def _mcu_power(text: str) -> Optional[float]:
+    for group in _read_groups(text, "common"):
+        for part in _split_at_chip_ids(group, True):
+            if _is_non_npu_block(part):
+                for item in part:
+                    if item.key == _CARD_POWER_KEY:
+                        return _convert(item, to_float, "common")
+    return None
 
 
 def parse_memory_extra(text: str, chip: Optional[int] = None) -> Dict[int, Dict[str, Any]]:
