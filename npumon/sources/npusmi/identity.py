@@ -40,6 +40,27 @@ def mapping_values(rows: Iterable[Any]) -> Dict[ChipKey, Dict[str, int]]:
     return result
 
 
+def read_mapping(runner: Any, label: str) -> Tuple[Dict[ChipKey, Dict[str, int]], Optional[str], bool]:
+    """Ask `npu-smi info -m` (runner: the source's CommandRunner): (ids per chip, what went wrong or None,
+    whether this npu-smi has no `-m` at all, so that it is not asked again)."""
+    from . import kv  # late: kv is large and only this reads it here
+    from .common import NpuSmiParseError
+
+    result = runner.run(["info", "-m"], label=label)
+    if result.timed_out or result.error or result.killed_by_signal:
+        return {}, "info -m " + result.describe_failure(), False
+    refusal = kv.classify_error(result.output)
+    if refusal is not None and refusal.kind in ("unsupported", "unknown_command"):
+        return {}, None, True  # the ids then come from the main table alone
+    if refusal is not None:
+        return {}, "info -m: " + refusal.message, False
+    try:
+        rows = kv.parse_mapping(result.output)
+    except NpuSmiParseError as exc:
+        return {}, "info -m: unreadable output: {}".format(exc), False
+    return mapping_values(rows), None, False
+
+
 def cache_path(context: Any) -> str:
     """The cache's path: in the state directory; a simulated host's own one when the config keeps the default
     (as `npumon run --simulate` does), so a simulation never writes to the real /var/lib/npumon."""

@@ -31,7 +31,7 @@ from ..base import Parts, SourceContext, SourceSpec, Tier, allowed_age, judge_st
 from . import extras as npusmi_extras
 from . import kv as npusmi_kv
 from .common import NpuSmiParseError
-from .identity import IdentityCache, cache_path, mapping_values
+from .identity import IdentityCache, cache_path, read_mapping
 from .table import MainTable, parse_info
 from ..runner import CommandResult, CommandRunner
 
@@ -315,25 +315,13 @@ class NpuSmiSource:
         if self._mapping_unsupported:
             return None
         started = self.clock()
-        result = self.runner.run(["info", "-m"], label=query_source_name("identity"))
-        if result.timed_out or result.error or result.killed_by_signal:
-            return "info -m " + result.describe_failure()
-        refusal = npusmi_kv.classify_error(result.output)
-        if refusal is not None and refusal.kind in ("unsupported", "unknown_command"):
-            self._mapping_unsupported = True  # the ids then come from the main table alone
-            return None
-        if refusal is not None:
-            return "info -m: " + refusal.message
-        try:
-            rows = npusmi_kv.parse_mapping(result.output)
-        except NpuSmiParseError as exc:
-            return "info -m: unreadable output: {}".format(exc)
+        values, problem, self._mapping_unsupported = read_mapping(self.runner, query_source_name("identity"))
         with self._lock:
-            for key, values in mapping_values(rows).items():
+            for key, chip_values in values.items():
                 fields = self._query_values.setdefault(key, {})
-                for name, value in values.items():
+                for name, value in chip_values.items():
                     fields[name] = ("identity", started, value)
-        return None
+        return problem
 
     def _after_identity_poll(self, mapping_problem: Optional[str]) -> None:
         poll = self._polls[query_source_name("identity")]
