@@ -29,9 +29,9 @@ class PollConfig:
     # `info -m` + `-t board -i N -c C` per chip: logical and physical ids, die id, model name (read at start)
     identity_seconds: float = 3600.0
     # Read only for npu-exporter's families: unset = off, or these intervals with exporter.npu_exporter_compat
-    common_seconds: Optional[float] = None  # AI Core frequency (60 with compat)
+    common_seconds: Optional[float] = None  # AI Core frequency (120 with compat)
     memory_seconds: Optional[float] = None  # HBM temperature (300 with compat)
-    volt_seconds: Optional[float] = None  # voltage, one call per chip (300 with compat)
+    volt_seconds: Optional[float] = None  # voltage, one call per chip (600 with compat)
     host_seconds: float = 15.0
 
 

@@ -56,9 +56,10 @@ QUERY_TYPES = tuple(QUERY_PARSERS)
 # The npu-smi `-t` type a query asks, where its name is not that type.
 NPU_SMI_TYPES = {"identity": "board"}
 PER_CHIP_QUERIES = frozenset(("health", "volt", "identity"))
+BACKGROUND_QUERIES = frozenset(("volt", "identity"))  # per-chip sweeps of values that hardly change
 # Seconds between polls of the compat-only queries when the config leaves them unset and npu_exporter_compat
 # is on: slow enough for an A3 (2 s a call, 16 chips) to keep up with its other tiers on two npu-smi slots.
-COMPAT_QUERY_SECONDS = {"common": 60.0, "memory": 300.0, "volt": 300.0}
+COMPAT_QUERY_SECONDS = {"common": 120.0, "memory": 300.0, "volt": 600.0}
 # What a default `npumon check` asks besides the table: error codes and ECC counts, what fits NRPE's 10 s at
 # real npu-smi speed on 8 cards. Power and AI Core are in the main table on every product; usages (vector,
 # cube, memory bandwidth) and board (firmware, compatibility) come with --full.
@@ -68,6 +69,7 @@ QUICK_QUERIES = frozenset(("health", "ecc"))
 CARD_WIDE_QUERIES = frozenset(("board",))
 
 
+IDENTITY_SWEEP_AFTER_SECONDS = 120.0  # the die-id sweep waits for the other tiers' first polls (an A3: 30 s of calls)
 RETRY_FAILED_TIER_SECONDS = 60.0  # a query tier with a longer interval whose poll failed tries again this soon
 FIRST_TABLE_WAIT_SECONDS = 1.0  # a query tier that ran before the first main table was read tries again this soon
 
@@ -120,7 +122,11 @@ class NpuSmiSource:
         # The identity tier's answers outlive the process in this file: a quick `npumon check` reads the ids from
         # it rather than ask npu-smi (info -m and one -t board per chip are too slow for NRPE's 10 s).
         self._identity_cache = identity_cache
-        self._cached_identity = identity_cache.load(clock()) if identity_cache is not None and quick_pass else None
+        # The daemon takes them too: after a restart the ids are there with the first table, and the hourly sweep
+        # need not crowd the other tiers at start.
+        self._cached_identity = identity_cache.load(clock()) if identity_cache is not None else None
+        self._identity_from_cache = False
+        self._mapping_read = False  # the daemon's first identity poll reads info -m alone
         self._mapping_unsupported = False
 
     # -- the source contract (sources/base.py) ------------------------------------------------------
@@ -138,6 +144,10 @@ class NpuSmiSource:
             self.poll_table()
             return None
         interval = self.intervals.get(query, 0.0)
+        if query == "identity" and self._identity_from_cache:
+            return self._identity_taken_from_cache()
+        if query == "identity" and self.table_read() and not self._mapping_read and self.runner.not_after is None:
+            return self._first_mapping_only()
         mapping_problem = self._poll_mapping() if query == "identity" and self.table_read() else None
         # The whole tier (one call per card) must end before its next run is due, however many cards hang.
         self.poll_query(query, budget_seconds=max(interval, self.runner.timeout_seconds))
@@ -195,6 +205,8 @@ class NpuSmiSource:
         if table is None or not table_ok:
             poll.ok, poll.error, poll.waiting_on = False, "skipped while the main table cannot be read", TABLE_SOURCE
             return
+        if poll.waiting_on is not None and poll.last_success is None:
+            poll.error = "not polled yet"  # it waited for the first table; its first poll runs now (not down)
         poll.waiting_on = None
         started = self.clock()
         targets = self._targets(query, table)
@@ -204,7 +216,9 @@ class NpuSmiSource:
         targets = targets[first:] + targets[:first]
         deadline = None if budget_seconds is None else time.monotonic() + budget_seconds
         name = query_source_name(query)
-        results = self._run_many([args for _, args in targets], name, deadline)
+        # Per-chip sweeps of what hardly changes take one slot at a time, never every slot for a minute.
+        workers = 1 if query in BACKGROUND_QUERIES else None
+        results = self._run_many([args for _, args in targets], name, deadline, workers)
         # Not started, or cut off at the budget before its own deadline: asked first next time, no failure.
         left_out = [index for index, result in enumerate(results) if not result.started or result.cut_off]
         self._resume_at[query] = first + left_out[0] if left_out else 0
@@ -266,8 +280,8 @@ class NpuSmiSource:
                     for chip in rows]
         return [((npu, None), ["info", "-t", npu_smi_type, "-i", str(npu)]) for npu in cards]
 
-    def _run_many(self, argvs: Sequence[List[str]], label: str,
-                  deadline: Optional[float] = None) -> List[CommandResult]:
+    def _run_many(self, argvs: Sequence[List[str]], label: str, deadline: Optional[float] = None,
+                  workers: Optional[int] = None) -> List[CommandResult]:
         """The calls, as many at a time as the runner has slots; with a deadline (time.monotonic()) a call that
         cannot start before it is left out (started=False) and one that runs is cut off at it."""
         def run_one(args: List[str]) -> CommandResult:
@@ -275,7 +289,7 @@ class NpuSmiSource:
 
         if len(argvs) <= 1:
             return [run_one(args) for args in argvs]
-        with concurrent.futures.ThreadPoolExecutor(max_workers=self.runner.max_concurrent) as pool:
+        with concurrent.futures.ThreadPoolExecutor(max_workers=workers or self.runner.max_concurrent) as pool:
             return list(pool.map(run_one, argvs))
 
     def _absorb(self, query: str, target: Tuple[int, Optional[int]], result: CommandResult,
@@ -337,10 +351,34 @@ class NpuSmiSource:
         cached, self._cached_identity = self._cached_identity, None
         if not cached:
             return
-        for key, values in cached.matching(table.chips).items():
+        matching = cached.matching(table.chips)
+        for key, values in matching.items():
             fields = self._query_values.setdefault(key, {})
             for name, value in values.items():
                 fields.setdefault(name, ("identity", when, value))
+        self._identity_from_cache = bool(matching)
+
+    def _first_mapping_only(self) -> float:
+        """The daemon's first identity poll reads only `info -m` (one call: the ids every compat series needs);
+        the per-chip die-id sweep follows once the other tiers have had their first polls."""
+        started = self.clock()
+        problem = self._poll_mapping()
+        poll = self._polls.setdefault(query_source_name("identity"), _Poll())
+        poll.duration = self.clock() - started
+        poll.ok, poll.error, poll.waiting_on = problem is None, problem, None
+        if problem is None:
+            self._mapping_read = True
+            poll.last_success = started
+            return min(IDENTITY_SWEEP_AFTER_SECONDS, self.intervals.get("identity") or IDENTITY_SWEEP_AFTER_SECONDS)
+        return RETRY_FAILED_TIER_SECONDS
+
+    def _identity_taken_from_cache(self) -> None:
+        """The first identity poll after the cache was taken: nothing to ask until the next hourly sweep."""
+        self._identity_from_cache = False
+        poll = self._polls.setdefault(query_source_name("identity"), _Poll())
+        now = self.clock()
+        poll.ok, poll.error, poll.duration, poll.last_success = True, None, 0.0, now
+        return None
 
     # -- reading ---------------------------------------------------------------------------------------
 

@@ -45,7 +45,10 @@ def test_the_910b_table_prints_no_ids_and_the_identity_tier_fills_them(make):
     npusmi, clock = make()
     npusmi.poll_table()
     assert {chip.device_id for chip in npusmi.chips(clock.now)} == {None}  # what issue 15 saw on /status
-    npusmi.poll("npu-smi:identity")
+    # the daemon's first identity poll reads info -m alone, and asks for the die-id sweep a little later
+    assert npusmi.poll("npu-smi:identity") == 120
+    assert [(chip.device_id, chip.vdie_id) for chip in npusmi.chips(clock.now)] == [(n, None) for n in range(8)]
+    assert npusmi.poll("npu-smi:identity") is None
     chips = npusmi.chips(clock.now)
     assert [chip.device_id for chip in chips] == list(range(8))
     assert all(chip.phy_id is None for chip in chips)
@@ -58,6 +61,7 @@ def test_a3_ids_come_from_the_mapping_with_its_phy_ids(make):
     npusmi, clock = make("atlas-a3")
     npusmi.poll_table()
     npusmi.poll("npu-smi:identity")
+    npusmi.poll("npu-smi:identity")
     chips = npusmi.chips(clock.now)
     assert [(chip.npu, chip.chip, chip.device_id, chip.phy_id) for chip in chips[:3]] == [
         (0, 0, 0, 0), (0, 1, 1, 1), (1, 0, 2, 2)]
@@ -68,6 +72,7 @@ def test_identity_values_outlive_max_age_until_their_hourly_poll_is_overdue(make
     npusmi, clock = make()
     npusmi.poll_table()
     npusmi.poll("npu-smi:identity")
+    npusmi.poll("npu-smi:identity")
     clock.now += 3000
     npusmi.poll_table()
     assert npusmi.chips(clock.now)[0].device_id == 0
@@ -76,6 +81,7 @@ def test_identity_values_outlive_max_age_until_their_hourly_poll_is_overdue(make
 def test_a_quick_pass_takes_the_ids_from_the_cache_and_asks_npu_smi_nothing_more(make, tmp_path):
     daemon, clock = make()
     daemon.poll_table()
+    daemon.poll("npu-smi:identity")
     daemon.poll("npu-smi:identity")
     written = json.loads((tmp_path / CACHE_FILE).read_text())
     assert len(written["chips"]) == 8
@@ -90,11 +96,20 @@ def test_a_quick_pass_takes_the_ids_from_the_cache_and_asks_npu_smi_nothing_more
     assert [chip.device_id for chip in chips] == list(range(8))
     assert [chip.vdie_id for chip in chips] == [chip.vdie_id for chip in daemon.chips(clock.now)]
     assert "npu-smi:identity" not in [tier.name for tier in quick.tiers() if tier.quick]
+    # a daemon that starts with the cache has the ids with its first table and skips the start-up sweep
+    restarted, clock = make()
+    restarted.poll_table()
+    assert [chip.vdie_id for chip in restarted.chips(clock.now)] == [chip.vdie_id for chip in daemon.chips(clock.now)]
+    calls.clear()
+    restarted.runner.run = lambda args, **kwargs: calls.append(list(args)) or run(args, **kwargs)
+    assert restarted.poll("npu-smi:identity") is None and calls == []
+    assert restarted.statuses(clock.now)["npu-smi:identity"].ok
 
 
 def test_a_cache_of_other_chips_or_bus_ids_is_ignored(make, tmp_path):
     daemon, _ = make()
     daemon.poll_table()
+    daemon.poll("npu-smi:identity")
     daemon.poll("npu-smi:identity")
     path = tmp_path / CACHE_FILE
     data = json.loads(path.read_text())
@@ -115,6 +130,7 @@ def test_an_unwritable_state_dir_loses_nothing_but_the_cache(make, tmp_path):
     npusmi, clock = make(cache_dir=blocker)
     npusmi.poll_table()
     npusmi.poll("npu-smi:identity")
+    npusmi.poll("npu-smi:identity")
     assert npusmi.chips(clock.now)[0].device_id == 0
     assert npusmi.statuses(clock.now)["npu-smi:identity"].ok
 
@@ -122,7 +138,7 @@ def test_an_unwritable_state_dir_loses_nothing_but_the_cache(make, tmp_path):
 def test_compat_only_queries_poll_only_in_compat_mode_unless_set():
     assert query_intervals(parse_config("", "x.yaml"))["volt"] == 0
     compat = query_intervals(parse_config("exporter: {npu_exporter_compat: true}", "x.yaml"))
-    assert (compat["common"], compat["memory"], compat["volt"], compat["identity"]) == (60, 300, 300, 3600)
+    assert (compat["common"], compat["memory"], compat["volt"], compat["identity"]) == (120, 300, 600, 3600)
     chosen = query_intervals(parse_config("poll: {volt_seconds: 0, common_seconds: 5}\n"
                                           "exporter: {npu_exporter_compat: true}", "x.yaml"))
     assert (chosen["volt"], chosen["common"]) == (0, 5)
