@@ -210,6 +210,7 @@ class SourceStatus:
     unsupported: bool = False  # the product does not support this query at all
     left_out: int = 0  # calls its last poll did not make for lack of time or a free slot (asked first next time)
     waiting_on: Optional[str] = None  # down only because this other source is (its own failure is not news)
+    degraded: bool = False  # up, but part of its answer was unreadable and left out (error says what)
 
     def to_json(self) -> Dict[str, Any]:
         return {
@@ -220,6 +221,7 @@ class SourceStatus:
             "unsupported": self.unsupported,
             "left_out": self.left_out,
             "waiting_on": self.waiting_on,
+            "degraded": self.degraded,
         }
 
 

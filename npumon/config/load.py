@@ -11,6 +11,8 @@ from typing import Any, Dict, List, Optional, Tuple, Union
 
 import yaml
 
+from ..childenv import withhold
+from ..services.notify.config import secret_variables
 from .errors import ConfigError, line_of
 from .schema import LOG_LEVELS, SECTIONS, Config, PollConfig
 
@@ -25,7 +27,9 @@ def load_config(path: Optional[str]) -> Config:
         raise ConfigError("{}: cannot read config: {}".format(path, exc.strerror or exc)) from None
     except UnicodeDecodeError:
         raise ConfigError("{}: config is not UTF-8 text".format(path)) from None
-    return parse_config(text, path)
+    config = parse_config(text, path)
+    withhold(secret_variables(config.notify))  # no child npumon starts sees a variable holding a secret
+    return config
 
 
 def parse_config(text: str, path: str = "<config>") -> Config:
@@ -155,6 +159,8 @@ def _validate(config: Config, node: yaml.Node, path: str) -> None:
         problems.append(("npu_smi_timeout_seconds", "must be greater than 0"))
     if config.npu_smi_max_concurrent < 1:
         problems.append(("npu_smi_max_concurrent", "must be at least 1"))
+    if config.npu_smi_max_output_bytes < 65536:
+        problems.append(("npu_smi_max_output_bytes", "must be at least 65536 (a real answer is some kilobytes)"))
     if config.check_max_concurrent < 1:
         problems.append(("check_max_concurrent", "must be at least 1"))
     if config.max_age_seconds <= 0:
@@ -171,7 +177,7 @@ def _validate(config: Config, node: yaml.Node, path: str) -> None:
         problems.append(("poll.table_seconds", "must be greater than 0 (the main table is always polled)"))
     if bool(config.exporter.tls_cert_file) != bool(config.exporter.tls_key_file):
         problems.append(("exporter.tls_cert_file", "TLS needs both tls_cert_file and tls_key_file"))
-    from ..outputs.web import WebServerError, parse_listen  # late import: the HTTP server is not needed otherwise
+    from ..outputs.web import WebServerError, limits_problems, parse_listen  # late import: only the daemon serves
 
     try:
         parse_listen(config.exporter.listen)
@@ -184,6 +190,9 @@ def _validate(config: Config, node: yaml.Node, path: str) -> None:
             problems.append(("exporter.npu_exporter_listen", str(exc)))
         if not config.exporter.npu_exporter_compat:
             problems.append(("exporter.npu_exporter_listen", "needs npu_exporter_compat: true"))
+    exporter = config.exporter
+    problems.extend(("exporter." + key, problem) for key, problem in limits_problems(
+        exporter.http_workers, exporter.max_connections, exporter.request_timeout_seconds))
     from ..rules.loader import default_params  # late import: the rules package imports model, not config
 
     known_params = default_params()

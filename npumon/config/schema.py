@@ -46,6 +46,11 @@ class ExporterConfig:
     node_label: Optional[str] = None
     tls_cert_file: Optional[str] = None
     tls_key_file: Optional[str] = None
+    # the HTTP server's limits (outputs/httpserver.py): workers started once, open connections (more are
+    # answered 503 at once), and the deadline of a whole request (TLS handshake, head, body and answer)
+    http_workers: int = 10
+    max_connections: int = 512
+    request_timeout_seconds: float = 10.0
 
 
 @dataclass(frozen=True)
@@ -53,6 +58,7 @@ class CoreConfig:
     npu_smi: str = "npu-smi"
     npu_smi_timeout_seconds: float = 10.0
     npu_smi_max_concurrent: int = 2  # the daemon's npu-smi calls at a time (the main table has one more slot)
+    npu_smi_max_output_bytes: int = 4 * 1024 * 1024  # one call's stdout + stderr; past it the call is killed
     # `npumon check`'s: one pass may ask more at once to fit NRPE's 10 s (nvitop-npu runs 8 per-card queries at once)
     check_max_concurrent: int = 4
     root: str = "/"  # prefix for every host path (/proc, /sys, /dev, the Ascend directory); tests use fake trees

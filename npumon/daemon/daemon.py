@@ -12,7 +12,8 @@ a source down or up, a finding fired or resolved, one rate-limited log line each
 
 Lifecycle: SIGHUP reloads the config (a bad one is refused with one log line and the old one keeps
 running; rule state survives), SIGTERM/SIGINT stop within STOP_GRACE_SECONDS and leave no npu-smi behind.
-systemd hears READY/STATUS/RELOADING/STOPPING, and WATCHDOG only while the primary job makes progress.
+systemd hears READY/STATUS/RELOADING/STOPPING, and WATCHDOG only while the primary job makes progress and
+the HTTP server can serve (/healthz says the same, and more).
 """
 
 import dataclasses
@@ -30,6 +31,7 @@ from ..model import SourceStatus
 from ..outputs.call_metrics import CallStatsCollector
 from ..outputs.exporter import ExporterView, build_registry
 from ..outputs.npu_exporter import resolve_node_label
+from ..outputs.http_metrics import HttpStatsCollector
 from ..outputs.report import SCHEMA, rfc3339, status_document
 from ..outputs.web import WebServer, WebServerError, parse_listen
 from ..rules.engine import RuleEngine
@@ -40,8 +42,8 @@ from .jobs import Jobs, guarded
 from .journal import Journal
 from .sdnotify import Notifier
 from .services import Service, build_services
-from .state import (DaemonState, StartupError, collection_settings, ensure_state_dir, judge_health, judge_healthz,
-                    load_rule_set, progress_deadline, status_line)
+from .state import (DaemonState, StartupError, collection_settings, ensure_state_dir, judge_all, judge_health,
+                    judge_healthz, load_rule_set, progress_deadline, status_line)
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +72,7 @@ class Daemon:
         node = resolve_node_label(config.exporter.node_label)
         self.registry = build_registry(self.view, npu_exporter_compat=config.exporter.npu_exporter_compat, node=node)
         self.web = self._web_server(config)
+        self.registry.register(HttpStatsCollector(lambda: self.web.stats))
         self.npu_exporter_web = self._npu_exporter_web_server(config, node)
         self.collection = SourceSet(config, target)
         self.registry.register(CallStatsCollector(lambda: self.collection.npu_smi.stats))
@@ -86,7 +89,9 @@ class Daemon:
             raise StartupError("{}: {}".format(self._listen_origin(), exc)) from None
         try:
             return WebServer(listen, self.registry, self.status, self.health,
-                             tls_cert=exporter.tls_cert_file, tls_key=exporter.tls_key_file)
+                             tls_cert=exporter.tls_cert_file, tls_key=exporter.tls_key_file,
+                             client_timeout=exporter.request_timeout_seconds, workers=exporter.http_workers,
+                             max_connections=exporter.max_connections)
         except WebServerError as exc:  # the listen address is fine: it is the TLS files
             raise StartupError("{}: exporter.tls_cert_file: {}".format(config.source, exc)) from None
 
@@ -98,8 +103,11 @@ class Daemon:
             return None
         registry = build_registry(self.view, node=node, only_npu_exporter=True)
         try:
+            exporter = config.exporter  # the same limits as the main listener: it is as exposed
             return WebServer(listen, registry, self.status, self.health,
-                             tls_cert=config.exporter.tls_cert_file, tls_key=config.exporter.tls_key_file)
+                             tls_cert=exporter.tls_cert_file, tls_key=exporter.tls_key_file,
+                             client_timeout=exporter.request_timeout_seconds, workers=exporter.http_workers,
+                             max_connections=exporter.max_connections)
         except WebServerError as exc:
             raise StartupError("{}: exporter.npu_exporter_listen: {}".format(config.source, exc)) from None
 
@@ -149,14 +157,17 @@ class Daemon:
         return status_document(state.snapshot, state.findings)
 
     def health(self) -> Tuple[bool, str]:
-        """/healthz: the poll loop makes progress and the primary source has answered at least once."""
-        return judge_healthz(self.state(), self.collection.primary().name, time.monotonic(),
-                             progress_deadline(self.config))
+        """/healthz: the poll loop makes progress, the primary source has answered at least once, and the HTTP
+        server can serve."""
+        return judge_all(judge_healthz(self.state(), self.collection.primary().name, time.monotonic(),
+                                       progress_deadline(self.config)), self.web.health())
 
     def loop_health(self) -> Tuple[bool, str]:
-        """The watchdog's judgement: only whether the poll loop makes progress. A restart would not bring
-        a missing npu-smi back, so a source that never answered does not stop the pings."""
-        return judge_health(self.state(), time.monotonic(), progress_deadline(self.config))
+        """The watchdog's judgement: whether the poll loop makes progress and the HTTP server can serve (a
+        restart mends both). A restart would not bring a missing npu-smi back, so a source that never
+        answered does not stop the pings."""
+        return judge_all(judge_health(self.state(), time.monotonic(), progress_deadline(self.config)),
+                         self.web.health())
 
     # -- jobs ------------------------------------------------------------------------------------------
 

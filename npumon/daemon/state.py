@@ -69,6 +69,14 @@ def judge_healthz(state: DaemonState, primary: str, now: float, deadline: float)
     return False, "{} has not answered once since the start {:.0f}s ago: {}".format(primary, waited, why)
 
 
+def judge_all(*judgements: Tuple[bool, str]) -> Tuple[bool, str]:
+    """Healthy only when every judgement is: the reasons of those that are not, else the first one's reason."""
+    failing = [reason for healthy, reason in judgements if not healthy]
+    if failing:
+        return False, "; ".join(failing)
+    return judgements[0]
+
+
 def status_line(snapshot: Snapshot, findings: Sequence[Finding], primary: str) -> str:
     """One line for `systemctl status`; `primary`: the source whose failure means no chips at all."""
     status = snapshot.sources.get(primary)

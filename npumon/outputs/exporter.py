@@ -39,6 +39,8 @@ CORE_METRICS = (  # the chip records and the daemon itself; each source declares
     MetricSpec("npumon_source_up", ("source",), "1 if the source's last poll succeeded, else 0."),
     MetricSpec("npumon_source_unsupported", ("source",),
                "1 if the product does not support this source's query at all (its up is then 0 for good)."),
+    MetricSpec("npumon_source_degraded", ("source",),
+               "1 if the source is up but left part of its answer out as unreadable (e.g. one chip's row)."),
     MetricSpec("npumon_source_duration_seconds", ("source",), "Duration of the source's last poll."),
     MetricSpec("npumon_source_last_success_timestamp_seconds", ("source",),
                "Unix time of the source's last successful poll."),
@@ -124,6 +126,7 @@ def _add_sources(out: Families, sources: Dict[str, SourceStatus]) -> None:
     for name, status in sorted(sources.items()):
         out.add("npumon_source_up", 1 if status.ok else 0, (name,))
         out.add("npumon_source_unsupported", 1 if status.unsupported else 0, (name,))
+        out.add("npumon_source_degraded", 1 if status.degraded else 0, (name,))
         out.add("npumon_source_duration_seconds", status.duration_seconds, (name,))
         out.add("npumon_source_last_success_timestamp_seconds", status.last_success, (name,))
 

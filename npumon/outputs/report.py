@@ -15,12 +15,15 @@ SEVERITY_ORDER = {"critical": 0, "warning": 1, "info": 2}
 
 
 def overall_status(snapshot: Snapshot, findings: Sequence[Finding]) -> str:
-    """UNKNOWN when the main table could not be read (nothing was checked); else the worst finding.
+    """UNKNOWN when the main table could not be read (nothing was checked); else the worst finding, and at
+    least WARNING when the table was degraded (a chip's row was unreadable, so that chip went unchecked).
     Shadow findings never change the status: they are being tried out."""
     table = snapshot.sources.get(TABLE_SOURCE)
     if table is None or not table.ok or not snapshot.chips:
         return "unknown"
     severities = {finding.severity for finding in findings if not finding.shadow}
+    if table.degraded:
+        severities.add("warning")
     for status in ("critical", "warning"):
         if status in severities:
             return status
@@ -83,6 +86,9 @@ def nagios_line(snapshot: Snapshot, findings: Sequence[Finding], params: Dict[st
             summary += "; ..."
     else:
         summary = "{} chip{} OK".format(len(snapshot.chips), "" if len(snapshot.chips) == 1 else "s")
+    table = snapshot.sources.get(TABLE_SOURCE)
+    if not error and status != "unknown" and table is not None and table.degraded:
+        summary = "npu-smi table {}; {}".format(table.error, summary)
     summary = summary.replace("|", "/").replace("\n", " ")  # '|' starts perfdata in the Nagios protocol
     if len(summary) > SUMMARY_LIMIT:
         summary = summary[:SUMMARY_LIMIT - 3].rstrip() + "..."
@@ -173,7 +179,8 @@ def render_table(snapshot: Snapshot, findings: Sequence[Finding]) -> str:
     lines.append("")
     lines.append("SOURCES")
     for name, status in sorted(snapshot.sources.items()):
-        state = "unsupported" if status.unsupported else ("ok" if status.ok else "FAILED")
+        state = "unsupported" if status.unsupported else (
+            ("DEGRADED" if status.degraded else "ok") if status.ok else "FAILED")
         took = "" if status.duration_seconds is None else " {:.2f}s".format(status.duration_seconds)
         detail = "" if not status.error else " - " + status.error
         lines.append("  {:<16} {}{}{}".format(name, state, took, detail))

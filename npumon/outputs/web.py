@@ -1,31 +1,35 @@
 """The daemon's HTTP endpoints: /metrics, /healthz, /status and a small index page.
 
-Everything is served from memory and nothing changes state, so only GET and HEAD are allowed. Each
-connection gets its own daemon thread with a socket timeout: a slow or stuck client (including one stuck
-in a TLS handshake) holds only its own thread, never the accept loop or another scraper. Errors are
-logged one line each; successful requests are not logged.
+Everything is served from memory and nothing changes state, so only GET and HEAD are allowed. The server
+(httpserver.py) is bounded: a fixed pool of workers, a cap on open connections and a deadline for the
+whole request, so slow or stuck clients (including ones stuck in a TLS handshake) cost a file descriptor
+each, never a thread, and never hold up a scraper or the poll loop. Errors are logged one line each, at
+most a few a minute; successful requests are not logged.
 """
 
 import gzip
 import json
 import logging
 import socket
-import socketserver
 import ssl
-import sys
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Callable, NamedTuple, Optional, Tuple
+from http.server import BaseHTTPRequestHandler
+from typing import Callable, List, NamedTuple, Optional, Tuple
 from urllib.parse import urlsplit
 
 from prometheus_client.exposition import choose_encoder, gzip_accepted
 from prometheus_client.registry import CollectorRegistry
 
 from .. import __version__
+from .http_metrics import ServerStats
+from .httpconn import DeadlineIO
+from .httpserver import (DEFAULT_MAX_CONNECTIONS, DEFAULT_REQUEST_TIMEOUT_SECONDS, DEFAULT_WORKERS,
+                         BoundedHTTPServer, Limits)
 
 log = logging.getLogger(__name__)
 
-DEFAULT_CLIENT_TIMEOUT_SECONDS = 10.0
+DEFAULT_CLIENT_TIMEOUT_SECONDS = DEFAULT_REQUEST_TIMEOUT_SECONDS
+LISTEN_BACKLOG = 128  # socketserver's default of 5 drops SYNs (1 s retries) under a burst
 TEXT = "text/plain; charset=utf-8"
 
 INDEX_HTML = """<!DOCTYPE html>
@@ -84,45 +88,30 @@ def _tls_context(cert_file: str, key_file: str) -> ssl.SSLContext:
     return context
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True  # a stuck client must never hold up stop() or interpreter exit
-    allow_reuse_address = True
-    request_queue_size = 128  # socketserver's default backlog of 5 drops SYNs (1 s retries) under a burst
+def limits_problems(workers: int, max_connections: int, request_timeout: float) -> List[Tuple[str, str]]:
+    """(key under exporter, problem) for limits no server could run with."""
+    problems = []
+    if workers < 1:
+        problems.append(("http_workers", "must be at least 1"))
+    if max_connections < workers:
+        problems.append(("max_connections", "must be at least http_workers ({})".format(workers)))
+    if request_timeout <= 0:
+        problems.append(("request_timeout_seconds", "must be greater than 0"))
+    return problems
 
-    def __init__(self, address: tuple, family: int, dualstack: bool, handler: type,
-                 tls: Optional[ssl.SSLContext], client_timeout: float, app: "_App") -> None:
-        self.address_family = family  # read by TCPServer.__init__ when it creates the socket
-        self._dualstack = dualstack
-        self.tls = tls
-        self.client_timeout = client_timeout
-        self.app = app
-        super().__init__(address, handler)
 
-    def server_bind(self) -> None:
-        if self._dualstack:
-            self.socket.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
-        # TCPServer's bind, not HTTPServer's: that one calls getfqdn(), a reverse DNS lookup that can hang.
-        socketserver.TCPServer.server_bind(self)
-        self.server_name, self.server_port = self.server_address[:2]
-
-    def finish_request(self, request, client_address) -> None:
-        # Runs in the connection's own thread, so the TLS handshake (bounded by the timeout) happens here
-        # rather than in the accept loop.
-        request.settimeout(self.client_timeout)
-        if self.tls is None:
-            self.RequestHandlerClass(request, client_address, self)
-            return
-        tls_request = self.tls.wrap_socket(request, server_side=True)
-        try:
-            self.RequestHandlerClass(tls_request, client_address, self)
-        finally:
-            # wrap_socket detached `request`, so the caller's shutdown_request() cannot close this one.
-            self.shutdown_request(tls_request)
-
-    def handle_error(self, request, client_address) -> None:
-        # Called from inside an `except` block by socketserver; one line instead of a traceback.
-        exc = sys.exc_info()[1]
-        log.warning("http: connection from %s failed: %s: %s", client_address[0], type(exc).__name__, exc)
+def _listening_socket(family: int, address: tuple, dualstack: bool) -> socket.socket:
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if dualstack:
+            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+        sock.bind(address)  # no getfqdn() as HTTPServer does: a reverse DNS lookup can hang
+        sock.listen(LISTEN_BACKLOG)
+    except OSError:
+        sock.close()
+        raise
+    return sock
 
 
 class _Response(NamedTuple):
@@ -142,7 +131,7 @@ class _App:
         self.get_health = get_health
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(DeadlineIO, BaseHTTPRequestHandler):
     server_version = "npumon/" + __version__
     protocol_version = "HTTP/1.0"  # one request per connection: a timeout always means a stuck client
 
@@ -203,7 +192,7 @@ class _Handler(BaseHTTPRequestHandler):
         """Successful requests are not logged (one line per scrape would flood the journal)."""
 
     def log_error(self, format: str, *args) -> None:
-        log.warning("http: %s: %s", self.client_address[0], format % args)
+        self.server.warn("http: %s: %s", self.client_address[0], format % args)
 
 
 class WebServer:
@@ -212,43 +201,55 @@ class WebServer:
     def __init__(self, listen: str, registry: CollectorRegistry, get_status: Callable[[], dict],
                  get_health: Callable[[], Tuple[bool, str]], tls_cert: Optional[str] = None,
                  tls_key: Optional[str] = None,
-                 client_timeout: float = DEFAULT_CLIENT_TIMEOUT_SECONDS) -> None:
-        """Checks the listen address and loads the TLS files now, so a bad config fails before start()."""
+                 client_timeout: float = DEFAULT_CLIENT_TIMEOUT_SECONDS, workers: int = DEFAULT_WORKERS,
+                 max_connections: int = DEFAULT_MAX_CONNECTIONS) -> None:
+        """Checks the listen address, the limits and the TLS files now, so a bad config fails before start().
+        client_timeout: the deadline of a whole request (TLS handshake, head, body and answer)."""
         self._listen = listen
         self._host, self._requested_port = parse_listen(listen)
+        problems = limits_problems(workers, max_connections, client_timeout)
+        if problems:
+            raise WebServerError("exporter.{}: {}".format(*problems[0]))
         if (tls_cert is None) != (tls_key is None):
             raise WebServerError("TLS needs both a certificate and a key file")
         self._tls = _tls_context(tls_cert, tls_key) if tls_cert is not None else None
         self._app = _App(registry, get_status, get_health)
-        self._client_timeout = client_timeout
-        self._server = None  # type: Optional[_Server]
-        self._thread = None  # type: Optional[threading.Thread]
+        self._limits = Limits(workers=workers, max_connections=max_connections, request_timeout=client_timeout)
+        self.stats = ServerStats(workers, max_connections)  # replaced by the server's own once it starts
+        self._server = None  # type: Optional[BoundedHTTPServer]
+        self._stopped = False
+        self._lock = threading.Lock()
 
     def start(self) -> None:
-        """Binds and starts serving in a daemon thread; returns at once. Raises WebServerError."""
+        """Binds and starts serving on threads of its own; returns at once. Raises WebServerError."""
         if self._server is not None:
             raise RuntimeError("WebServer already started")
         family, address, dualstack = _resolve(self._host, self._requested_port)
         try:
-            server = _Server(address, family, dualstack, _Handler, self._tls, self._client_timeout, self._app)
+            listener = _listening_socket(family, address, dualstack)
         except OSError as exc:
             raise WebServerError("cannot listen on {}: {}".format(self._listen, exc.strerror or exc)) from None
-        self._server = server
-        # A short poll interval keeps stop() fast: shutdown() waits for the loop to notice.
-        self._thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1},
-                                        name="npumon-web", daemon=True)
-        self._thread.start()
+        server = BoundedHTTPServer(listener, _Handler, self._limits, self._tls)
+        server.app = self._app
+        server.start()
+        with self._lock:
+            self._server, self.stats = server, server.stats
 
     def stop(self) -> None:
-        """Stops accepting, closes the listening socket and joins the serving thread. Requests already
-        being served finish on their own daemon threads."""
-        server, thread = self._server, self._thread
-        if server is None or thread is None:
-            return
-        server.shutdown()
-        server.server_close()
-        thread.join()
-        self._server = self._thread = None
+        """Stops accepting, closes the listening socket and the connections still sending their request.
+        Requests being answered finish (by their deadline at the latest) on their own daemon threads."""
+        with self._lock:
+            server, self._server = self._server, None
+            self._stopped = True
+        if server is not None:
+            server.stop()
+
+    def health(self) -> Tuple[bool, str]:
+        """(can serve, reason); see BoundedHTTPServer.health."""
+        server = self._server
+        if server is None:
+            return (False, "http server stopped") if self._stopped else (True, "starting: http server not started yet")
+        return server.health()
 
     @property
     def port(self) -> int:

@@ -37,7 +37,7 @@ class SourceSet:
         self.npu_smi = CommandRunner(target.npu_smi_argv, config.npu_smi_timeout_seconds,
                                      max_concurrent or config.npu_smi_max_concurrent,
                                      env=target.env, priority_slots=1,
-                                     spawn=target.spawn)
+                                     spawn=target.spawn, max_output_bytes=config.npu_smi_max_output_bytes)
         context = SourceContext(config, target, self.npu_smi, clock, quick_pass)
         self.sources: List[Source] = []
         for spec in registry.SOURCES if specs is None else specs:

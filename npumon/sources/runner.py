@@ -1,24 +1,36 @@
-"""Run an external tool safely: argv lists, a deadline, the whole process group killed on timeout.
+"""Run an external tool safely: argv lists, a deadline, a cap on its output, the whole call killed on timeout.
 
 npu-smi is known to hang when the driver is wedged; a hung call must never stall the daemon or leave a
 process behind. Each call runs in its own session (process group), so a timeout kills the tool *and*
-anything it started, and the child is always reaped.
+anything it started (children.py also finds the helpers that left the group), and the child is always reaped.
+
+Output is read as it comes, in chunks, up to `max_output_bytes` for stdout and stderr together: past it the
+call is killed and fails with "output over N bytes", so one runaway answer costs at most that much memory
+(npu-smi's largest real answers are some kilobytes: the 8-card main table is about 5 KB).
 """
 
 import dataclasses
 import logging
 import os
+import selectors
 import shlex
 import signal
 import subprocess
 import threading
 import time
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Optional, Sequence, Set
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+from ..childenv import child_environment
+from .children import CALL_MARKER_ENV, call_marker, die_with_parent, kill_call
 
 log = logging.getLogger(__name__)
 
-REAP_GRACE_SECONDS = 2.0
+# Cap on one call's stdout and stderr together (config: npu_smi_max_output_bytes). About 800 times the 8-card
+# main table, room for a busy host's process rows (about 100 bytes each); with 3 calls at a time and the text
+# and its lines held while parsing (about 4.6 times the output), at most about 60 MiB under the unit's 256M.
+MAX_OUTPUT_BYTES = 4 * 1024 * 1024
+READ_CHUNK_BYTES = 64 * 1024
 # Without a time budget, a call waits at most this many of its deadlines for a free slot: every call in a slot
 # has a deadline of its own, so a longer wait means the slots are taken by calls that keep coming.
 SLOT_WAIT_DEADLINES = 6
@@ -26,7 +38,6 @@ SLOT_WAIT_DEADLINES = 6
 CUT_OFF_SHARE = 0.9
 # Buckets of npumon_npu_smi_call_duration_seconds: a healthy call takes 0.1-1.5 s on real hardware.
 DURATION_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
-_SYSTEMD_VARIABLES = ("NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID")
 
 
 @dataclass(frozen=True)
@@ -37,7 +48,7 @@ class CommandResult:
     stderr: str
     duration_seconds: float
     timed_out: bool = False
-    error: Optional[str] = None  # could not start, or no free slot
+    error: Optional[str] = None  # could not start, no free slot, or output over the cap (then killed)
     started: bool = True  # False: no process was started (no free slot, shutting down, no time left)
     queue_seconds: float = 0.0  # how long the call waited for a free slot (not part of duration_seconds)
     cut_off: bool = False  # timed out at the caller's budget before its own deadline: it says nothing of npu-smi
@@ -85,19 +96,20 @@ class CommandRunner:
 
     def __init__(self, prefix: Sequence[str], timeout_seconds: float, max_concurrent: int = 2,
                  env: Optional[Dict[str, str]] = None, priority_slots: int = 0, spawn: Optional[Spawn] = None,
-                 log_arguments: bool = True):
+                 log_arguments: bool = True, max_output_bytes: int = MAX_OUTPUT_BYTES):
         self.prefix = list(prefix)
         self.stats = CallStats()
         self.not_after: Optional[float] = None  # time.monotonic() after which no call runs (None: no such end)
         self.log_arguments = log_arguments
         self._spawn = spawn
         self.timeout_seconds = timeout_seconds
+        self.max_output_bytes = max_output_bytes
         self.max_concurrent = max_concurrent
         self._slots = threading.BoundedSemaphore(max_concurrent)
         self._priority_slots = threading.BoundedSemaphore(priority_slots) if priority_slots else self._slots
-        self._env = _child_environment(env)
+        self._extra_env = dict(env or {})
         self._live_lock = threading.Lock()
-        self._live: Set["subprocess.Popen[bytes]"] = set()
+        self._live: Dict["subprocess.Popen[bytes]", str] = {}  # running child -> its call marker
         self._closed = False
 
     def run(self, args: Sequence[str], timeout_seconds: Optional[float] = None,
@@ -150,67 +162,117 @@ class CommandRunner:
         return result
 
     def _run_in_slot(self, argv: List[str], started: float, deadline: float) -> CommandResult:
+        # Built per call: a reload may have named more secret variables since this runner was made.
+        env = child_environment(self._extra_env)
         if self._spawn is not None:
-            return self._spawn(argv, dict(self._env), deadline)
+            return self._spawn(argv, env, deadline)
+        marker = call_marker()
         try:
             proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE, start_new_session=True, env=self._env)
-        except OSError as exc:
+                                    stderr=subprocess.PIPE, start_new_session=True,
+                                    env=dict(env, **{CALL_MARKER_ENV: marker}), preexec_fn=die_with_parent())
+        except (OSError, subprocess.SubprocessError) as exc:
             return CommandResult(argv, None, "", "", time.monotonic() - started,
-                                 error="cannot run {}: {}".format(argv[0], exc.strerror or exc))
+                                 error="cannot run {}: {}".format(argv[0], getattr(exc, "strerror", None) or exc))
         with self._live_lock:
-            self._live.add(proc)
+            self._live[proc] = marker
             closed = self._closed
         if closed:  # terminate_all() ran while this call was starting
-            _kill_group(proc)
-        remaining = max(0.0, deadline - (time.monotonic() - started))
+            kill_call(proc.pid, marker)
         try:
-            out, err = proc.communicate(timeout=remaining)
-            timed_out = False
-        except subprocess.TimeoutExpired:
-            out, err = _kill_and_reap(proc)
-            timed_out = True
+            outcome, out, err = _read_bounded(proc, started + deadline, self.max_output_bytes)
+            if outcome == _ENDED and not _exited(proc, started + deadline):
+                outcome = _TIMED_OUT  # it closed its output and went on running
+            if outcome == _ENDED:
+                _kill_group(proc.pid)  # what it left running in its group; its pid is not free before the wait
+            else:
+                kill_call(proc.pid, marker)
+            _reap(proc)
+        except BaseException:  # never leave the call running behind an error
+            kill_call(proc.pid, marker)
+            _reap(proc)
+            raise
         finally:
             with self._live_lock:
-                self._live.discard(proc)
+                self._live.pop(proc, None)
+        duration = time.monotonic() - started
+        if outcome == _OVER_CAP:
+            return CommandResult(argv, None, "", "", duration, error="output over {} bytes: stopped reading, "
+                                 "process group killed".format(self.max_output_bytes))
+        timed_out = outcome == _TIMED_OUT
         return CommandResult(argv, None if timed_out else proc.returncode,
-                             _decode(out), _decode(err), time.monotonic() - started, timed_out=timed_out)
+                             _decode(out), _decode(err), duration, timed_out=timed_out)
 
     def terminate_all(self) -> None:
-        """On shutdown: kill the process groups of calls still running (their threads then reap them)
-        and refuse new calls, so no npu-smi outlives the daemon."""
+        """On shutdown: kill the calls still running (their threads then reap them) and refuse new calls, so
+        no npu-smi outlives the daemon."""
         with self._live_lock:
             self._closed = True
-            live = list(self._live)
-        for proc in live:
-            _kill_group(proc)
+            live = list(self._live.items())
+        for proc, marker in live:
+            kill_call(proc.pid, marker)
 
 
-def _child_environment(extra: Optional[Dict[str, str]]) -> Dict[str, str]:
-    # The tool must not talk to systemd on our behalf (it would count as our readiness or watchdog ping).
-    env = {key: value for key, value in os.environ.items() if key not in _SYSTEMD_VARIABLES}
-    env.update(extra or {})
-    return env
+_ENDED, _TIMED_OUT, _OVER_CAP = "ended", "timed out", "over the cap"
 
 
-def _kill_group(proc: "subprocess.Popen[bytes]") -> None:
+def _read_bounded(proc: "subprocess.Popen[bytes]", until: float,
+                  limit: int) -> Tuple[str, bytearray, bytearray]:
+    """Read stdout and stderr as they come until both end, `until` (time.monotonic()) passes, or more than
+    `limit` bytes came: (_ENDED, _TIMED_OUT or _OVER_CAP, stdout, stderr). Past the cap nothing is kept."""
+    out, err = bytearray(), bytearray()
+    buffers = {proc.stdout.fileno(): out, proc.stderr.fileno(): err}  # type: ignore[union-attr]
+    total = 0
+    with selectors.DefaultSelector() as selector:
+        for fd in buffers:
+            selector.register(fd, selectors.EVENT_READ)
+        while selector.get_map():
+            left = until - time.monotonic()
+            if left <= 0:
+                return _TIMED_OUT, out, err
+            for key, _ in selector.select(left):
+                chunk = os.read(key.fd, READ_CHUNK_BYTES)
+                if not chunk:
+                    selector.unregister(key.fd)
+                    continue
+                total += len(chunk)
+                if total > limit:
+                    return _OVER_CAP, bytearray(), bytearray()
+                buffers[key.fd] += chunk
+    return _ENDED, out, err
+
+
+def _exited(proc: "subprocess.Popen[bytes]", until: float) -> bool:
+    """Whether the child exits by `until`, without reaping it: until it is reaped its pid (and so its process
+    group id) cannot be reused, so the group can still be killed safely."""
+    pause = 0.0005
+    while True:
+        try:
+            if os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT | os.WNOHANG) is not None:
+                return True
+        except ChildProcessError:
+            return True  # reaped elsewhere; proc.wait() copes
+        left = until - time.monotonic()
+        if left <= 0:
+            return False
+        time.sleep(min(pause, left))
+        pause = min(pause * 2, 0.05)
+
+
+def _reap(proc: "subprocess.Popen[bytes]") -> None:
+    """Close our ends of the pipes (whatever still holds the other ends is dead or was not ours to find) and
+    wait for the child, which has exited or was sent SIGKILL."""
+    for pipe in (proc.stdout, proc.stderr):
+        if pipe is not None:
+            pipe.close()
+    proc.wait()
+
+
+def _kill_group(pgid: int) -> None:
     try:
-        os.killpg(proc.pid, signal.SIGKILL)
+        os.killpg(pgid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
-
-
-def _kill_and_reap(proc: "subprocess.Popen[bytes]"):
-    _kill_group(proc)
-    try:
-        return proc.communicate(timeout=REAP_GRACE_SECONDS)
-    except subprocess.TimeoutExpired:
-        # Something outside the group still holds our pipes open: stop reading, but still reap the child.
-        for pipe in (proc.stdout, proc.stderr):
-            if pipe is not None:
-                pipe.close()
-        proc.wait()
-        return b"", b""
 
 
 def _signal_name(number: int) -> str:

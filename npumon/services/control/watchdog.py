@@ -26,6 +26,7 @@ import sys
 import time
 from typing import Any, Dict, Optional
 
+from ...childenv import child_environment
 from .drivers import apply_safe_state, driver_from_spec
 
 DISARMED = 0
@@ -131,7 +132,7 @@ class WatchdogProcess:
     def start(self) -> None:
         # its own session: a terminal's Ctrl-C or a kill of npumon's process group does not reach it
         self._process = subprocess.Popen([sys.executable, "-m", "npumon.services.control.watchdog"], stdin=subprocess.PIPE,
-                                         start_new_session=True)
+                                         start_new_session=True, env=child_environment())
         self._send(json.dumps(self._spec))
 
     @property

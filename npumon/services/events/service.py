@@ -9,8 +9,13 @@ it saw of the chips; the writer thread records, in one transaction per evaluatio
   history last knew, so a restart logs only real changes;
 * acknowledgements written by `npumon ack` since the last evaluation, passed to the rule engine.
 
-When the file cannot be opened or written, the daemon goes on without history: it logs the reason, shows
-it as the `events` entry of /status `sources` (and `npumon_source_up{source="events"}`), and retries.
+When the file cannot be opened or written, the daemon goes on without history: it logs the reason once,
+shows it as the `events` entry of /status `sources` (and `npumon_source_up{source="events"}`) until the file
+works again, and reopens it with backoff (up to REOPEN_SECONDS apart); what arrives meanwhile is dropped and
+counted. A corrupt file is moved aside and a new one started. A file deleted or replaced while open is
+noticed at the next write: what the open file still holds is copied to a new one, and writing goes on. After
+any reopen the findings and chips tables are rewritten from memory (the running engine is the truth then),
+so sticky findings survive a history that had to start anew.
 """
 
 import logging
@@ -24,8 +29,9 @@ from prometheus_client.core import CounterMetricFamily
 from prometheus_client.metrics_core import Metric
 
 from .observe import Change, SeenChip, chip_changes, observe_chips, transition_change
-from .store import (ACKNOWLEDGED, ACTIVE, KINDS, EventStore, EventStoreError, FindingRow, KnownChip,
-                     events_path)
+from .store import (ACKNOWLEDGED, ACTIVE, KINDS, EventStore, EventStoreError, EventStoreGone, FindingRow,
+                     KnownChip, NoFile, events_path)
+from ..storage import StorageHealth
 from ...model import Finding, Snapshot, SourceStatus
 from ...rules.engine import FIRED, RESOLVED, RuleEngine
 
@@ -33,7 +39,7 @@ log = logging.getLogger(__name__)
 
 SOURCE_NAME = "events"
 QUEUE_SIZE = 10000  # evaluations and records waiting for the disk; beyond this they are dropped
-REOPEN_SECONDS = 60.0  # how often to retry a history that could not be opened
+REOPEN_SECONDS = 60.0  # the longest wait between attempts to reopen a history that failed (backoff from 1 s)
 PRUNE_SECONDS = 3600.0
 CLOSE_TIMEOUT_SECONDS = 10.0
 LAST_ACK_KEY = "last_applied_ack_id"
@@ -72,8 +78,8 @@ class EventService:
         self._clock = clock
         self._queue: "queue.Queue[Any]" = queue.Queue(maxsize=QUEUE_SIZE)
         self._store: Optional[EventStore] = None
-        self._error: Optional[str] = "not opened yet"
-        self._next_open = 0.0
+        self._health = StorageHealth("event history", path, log, clock, maximum=REOPEN_SECONDS)
+        self._opened = False  # once opened, a reopen writes memory into the file instead of restoring from it
         self._known_chips: Dict[str, KnownChip] = {}
         self._rows: Dict[Key, FindingRow] = {}
         self._last_ack_id = 0
@@ -131,8 +137,8 @@ class EventService:
         self._enqueue(_Record(Change(kind, subject, severity, message, dict(details or {})), when), 1)
 
     def status(self) -> SourceStatus:
-        ok = self._error is None
-        error = self._error
+        ok = self._store is not None
+        error = None if ok else (self._health.error or "not opened yet")
         if self._dropped:
             error = "{}{} events dropped since start".format(error + "; " if error else "", self._dropped)
         return SourceStatus(ok=ok, error=error, duration_seconds=self._last_duration, last_success=self._last_success)
@@ -177,28 +183,69 @@ class EventService:
             if isinstance(item, threading.Event):  # flush(): everything before it is done
                 item.set()
                 continue
-            if self._store is None and self._clock() >= self._next_open:
+            if self._store is None and self._health.due():
                 self._open()
             if self._store is None:
-                self._lost(_event_count(item))
+                self._drop(item)
                 continue
-            started = time.monotonic()
+            self._write_or_recover(item)
+
+    def _write_or_recover(self, item: Any) -> None:
+        started = time.monotonic()
+        try:
             try:
                 self._write(self._store, item)
-            except EventStoreError as exc:
-                self._failed(str(exc))
-                self._lost(_event_count(item))
-                self._reread_state(self._store)
-                continue
-            except Exception:  # noqa: BLE001 - a bug here must not end the writer thread
-                log.exception("event history: writing failed")
-                self._reread_state(self._store)
-                continue
-            self._last_duration = time.monotonic() - started
-            self._last_success = self._clock()
-            if self._error is not None:
-                log.info("event history: writing %s again", self.path)
-                self._error = None
+            except EventStoreGone as exc:
+                # Noticed before the transaction began: nothing of `item` is written yet, so once what the old
+                # file still holds is saved into a new one, `item` is written there.
+                self._replace_gone(str(exc))
+                if self._store is None:
+                    self._drop(item)
+                    return
+                self._write(self._store, item)
+        except EventStoreError as exc:
+            self._close_failed(str(exc))
+            self._drop(item)
+            return
+        except Exception:  # noqa: BLE001 - a bug here must not end the writer thread
+            log.exception("event history: writing failed")
+            return
+        self._last_duration = time.monotonic() - started
+        self._last_success = self._clock()
+
+    def _drop(self, item: Any) -> None:
+        """Count the item's events as dropped, but keep what it means for the findings and chips in memory
+        (written to the file when it works again): a sticky finding that fires while the disk is broken
+        must still be restored after a restart."""
+        self._lost(_event_count(item))
+        try:
+            self._write(NoFile(), item)  # type: ignore[arg-type]
+        except Exception:  # noqa: BLE001 - a bug here must not end the writer thread
+            log.exception("event history: keeping the state of an unwritten evaluation failed")
+
+    def _replace_gone(self, why: str) -> None:
+        store, self._store = self._store, None
+        assert store is not None
+        try:
+            rescued = store.rescue()
+        except EventStoreError as exc:
+            why, rescued = "{}; {}".format(why, exc), False
+        self._health.failed("{} ({})".format(why, "its content is copied to a new file" if rescued
+                                              else "starting from the file now there"), retry_now=True)
+        self._open()
+
+    def _close_failed(self, why: str) -> None:
+        store, self._store = self._store, None
+        if store is not None:
+            try:
+                store.close()
+            except Exception:  # noqa: BLE001 - the connection of a failed disk may fail to close too
+                pass
+        self._health.failed(self._running_without(why))
+
+    def _running_without(self, why: str) -> str:
+        return "{} (running without event history; retrying with backoff up to {:.0f}s)".format(
+            why, self._health.maximum)
 
     def _write(self, store: EventStore, item: Any) -> None:
         if item is _PRUNE:
@@ -249,7 +296,9 @@ class EventService:
         for ack in acks:
             key = ((ack.details or {}).get("rule", ""), ack.subject)
             row = self._rows.get(key)
-            if self._engine().acknowledge(*key):
+            engine = self._engine()
+            # Already held: this acknowledgement reached the engine before a write failed; apply it again.
+            if engine.acknowledge(*key) or (row is not None and row.state == ACTIVE and key in engine.acknowledged()):
                 log.info("acknowledged %s on %s", *key)
                 if row is not None:
                     store.put_finding(row.finding, ACKNOWLEDGED, ack.id)
@@ -269,14 +318,6 @@ class EventService:
                 store.delete_finding(*key)
                 del self._rows[key]
 
-    def _reread_state(self, store: EventStore) -> None:
-        """After a failed transaction the memory may be ahead of the file: the file is the truth."""
-        try:
-            self._rows = {(row.finding.rule, row.finding.subject): row for row in store.finding_rows()}
-            self._known_chips = store.known_chips()
-        except EventStoreError as exc:
-            self._failed(str(exc))
-
     def _store_change(self, store: EventStore, change: Change, when: float) -> int:
         return store.record(change.kind, change.subject, change.message, change.severity, change.details or None,
                             time=when)
@@ -285,21 +326,36 @@ class EventService:
 
     def _open(self) -> None:
         store = None
+        first = not self._opened
         try:
-            store = EventStore(self.path, self._retention_seconds)
+            store = EventStore(self.path, self._retention_seconds, recover=True, check=not first)
             with store.batch():
-                self._restore(store)
+                if first:
+                    self._restore(store)
+                else:
+                    self._write_memory(store)
                 store.prune(self._clock())
         except EventStoreError as exc:
             if store is not None:
                 store.close()
-            self._next_open = self._clock() + REOPEN_SECONDS
-            self._failed("{} (running without event history; retrying every {:.0f}s)".format(exc, REOPEN_SECONDS))
+            self._health.failed(self._running_without(str(exc)))
             return
         self._store = store
-        self._error = None
-        log.info("event history: %s (findings taken over: %d, chips known: %d)", self.path,
-                 sum(1 for row in self._rows.values() if row.state == ACTIVE), len(self._known_chips))
+        self._opened = True
+        self._health.recovered()
+        if first:
+            log.info("event history: %s (findings taken over: %d, chips known: %d)", self.path,
+                     sum(1 for row in self._rows.values() if row.state == ACTIVE), len(self._known_chips))
+
+    def _write_memory(self, store: EventStore) -> None:
+        """A reopened file may be an older one or a new one: it gets the findings and chips this run holds.
+        Ids the file never had are forgotten, so acknowledgements written to it are not mistaken for old."""
+        last_id = store.last_event_id()
+        self._last_ack_id = min(self._last_ack_id, last_id)
+        self._rows = {key: row if row.event_id <= last_id else row._replace(event_id=0)
+                      for key, row in self._rows.items()}
+        store.replace_state(list(self._rows.values()), list(self._known_chips.values()))
+        store.set_meta(LAST_ACK_KEY, str(self._last_ack_id))
 
     def _restore(self, store: EventStore) -> None:
         """Take over what the last run left: acknowledgements made while no daemon ran, then the active and
@@ -325,11 +381,6 @@ class EventService:
             store.delete_finding(*key)
         self._rows = rows
         self._known_chips = store.known_chips()
-
-    def _failed(self, message: str) -> None:
-        if message != self._error:
-            log.error("event history: %s", message)
-        self._error = message
 
 
 def _event_count(item: Any) -> int:

@@ -18,6 +18,7 @@ Every problem is an EventStoreError whose message is one line naming the file.
 
 import contextlib
 import json
+import logging
 import os
 import sqlite3
 import threading
@@ -26,7 +27,10 @@ import urllib.parse
 from dataclasses import dataclass, fields
 from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
+from .. import storage
 from ...model import Finding
+
+log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 1
 DEFAULT_RETENTION_SECONDS = 30 * 86400
@@ -124,6 +128,10 @@ class EventStoreError(Exception):
     """One line naming the file and what is wrong with it."""
 
 
+class EventStoreGone(EventStoreError):
+    """The file opened is no longer the one at the path: deleted, or replaced by another."""
+
+
 def events_path(state_dir: str) -> str:
     return os.path.join(state_dir, FILE_NAME)
 
@@ -138,18 +146,22 @@ class EventStore:
     """The history file. Thread-safe: one connection, writes serialised by a lock.
 
     `readonly=True` (for `npumon events`) opens an existing file without ever writing to it; otherwise the
-    directory and the file are created when missing."""
+    directory and the file are created when missing. `recover=True` (the daemon) moves a corrupt file aside
+    and starts a new one, after a `quick_check` as well when `check`; every write first makes sure the file
+    opened is still the one at `path` (EventStoreGone if it was deleted or replaced)."""
 
-    def __init__(self, path: str, retention_seconds: float = DEFAULT_RETENTION_SECONDS, readonly: bool = False):
+    def __init__(self, path: str, retention_seconds: float = DEFAULT_RETENTION_SECONDS, readonly: bool = False,
+                 recover: bool = False, check: bool = False):
         self.path = path
         self.retention_seconds = retention_seconds
         self.readonly = readonly
         self._lock = threading.RLock()
-        self._conn = self._open()
+        self._file_id: Optional[storage.FileId] = None
+        self._conn = self._open(recover, check)
 
     # -- opening -------------------------------------------------------------------------------------------
 
-    def _open(self) -> sqlite3.Connection:
+    def _open(self, recover: bool, check: bool) -> sqlite3.Connection:
         if self.readonly and not os.path.exists(self.path):
             raise EventStoreError("{}: no event history here (`npumon run` creates it; is state_dir in the "
                                   "config right?)".format(self.path))
@@ -157,20 +169,21 @@ class EventStore:
         try:
             if self.readonly:
                 uri = "file:{}?mode=ro".format(urllib.parse.quote(os.path.abspath(self.path)))
-                conn = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None,
-                                       check_same_thread=False)
-            else:
-                directory = os.path.dirname(os.path.abspath(self.path))
-                if os.path.exists(directory) and not os.path.isdir(directory):
-                    raise EventStoreError("{}: cannot open the event history: {} is not a directory".format(
-                        self.path, directory))
-                os.makedirs(directory, mode=0o750, exist_ok=True)
-                conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None,
-                                       check_same_thread=False)
-                conn.execute("PRAGMA journal_mode=WAL")
-                # With WAL, NORMAL is safe against corruption; a power cut may lose the last commits only.
-                conn.execute("PRAGMA synchronous=NORMAL")
-            self._check_schema(conn)
+                conn = storage.connect(uri, BUSY_TIMEOUT_SECONDS, uri=True)
+                self._check_schema(conn)
+                return conn
+            if recover:
+                conn, self._file_id = storage.open_database(self.path, self._prepare, log, "event history",
+                                                            BUSY_TIMEOUT_SECONDS, check=check, mode=0o750)
+                return conn
+            directory = os.path.dirname(os.path.abspath(self.path))
+            if os.path.exists(directory) and not os.path.isdir(directory):
+                raise EventStoreError("{}: cannot open the event history: {} is not a directory".format(
+                    self.path, directory))
+            os.makedirs(directory, mode=0o750, exist_ok=True)
+            conn = storage.connect(self.path, BUSY_TIMEOUT_SECONDS)
+            self._prepare(conn)
+            self._file_id = storage.file_id(self.path)
             return conn
         except (sqlite3.Error, OSError) as exc:
             if conn is not None:
@@ -180,6 +193,12 @@ class EventStore:
             if conn is not None:
                 conn.close()
             raise
+
+    def _prepare(self, conn: sqlite3.Connection) -> None:
+        conn.execute("PRAGMA journal_mode=WAL")
+        # With WAL, NORMAL is safe against corruption; a power cut may lose the last commits only.
+        conn.execute("PRAGMA synchronous=NORMAL")
+        self._check_schema(conn)
 
     def _check_schema(self, conn: sqlite3.Connection) -> None:
         version = conn.execute("PRAGMA user_version").fetchone()[0]
@@ -198,6 +217,21 @@ class EventStore:
         with self._lock:
             self._conn.close()
 
+    def rescue(self) -> bool:
+        """After EventStoreGone: copy what this connection still reads into a new file at `path` if none is
+        there (True), and close. False if another file took its place (that one is used as it is)."""
+        with self._lock:
+            if os.path.lexists(self.path):
+                self._conn.close()
+                return False
+            try:
+                storage.rescue_deleted(self._conn, self.path, BUSY_TIMEOUT_SECONDS, mode=0o750)
+            except (sqlite3.Error, OSError) as exc:
+                self._conn.close()
+                raise EventStoreError("{}: cannot save the deleted event history: {}".format(
+                    self.path, _reason(exc))) from None
+            return True
+
     # -- writing -------------------------------------------------------------------------------------------
 
     @contextlib.contextmanager
@@ -209,6 +243,8 @@ class EventStore:
                 return
             if self.readonly:
                 raise EventStoreError("{}: opened read-only".format(self.path))
+            if self._file_id is not None and storage.file_id(self.path) != self._file_id:
+                raise EventStoreGone("{}: the file was deleted or replaced while in use".format(self.path))
             try:
                 self._conn.execute("BEGIN IMMEDIATE")
                 try:
@@ -264,6 +300,16 @@ class EventStore:
         with self.batch():
             self._conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
 
+    def replace_state(self, rows: Sequence[FindingRow], chips: Sequence[KnownChip]) -> None:
+        """Make the findings and chips tables say exactly this (the daemon's memory, after a reopen)."""
+        with self.batch():
+            self._conn.execute("DELETE FROM findings")
+            self._conn.execute("DELETE FROM chips")
+            for row in rows:
+                self.put_finding(row.finding, row.state, row.event_id)
+            for chip in chips:
+                self.put_chip(chip)
+
     # -- reading -------------------------------------------------------------------------------------------
 
     def query(self, since: Optional[float] = None, npu: Optional[int] = None, kinds: Optional[Sequence[str]] = None,
@@ -307,6 +353,10 @@ class EventStore:
         return {row[0]: KnownChip(subject=row[0], name=row[1], bus_id=row[2], health=row[3],
                                   error_codes=tuple(json.loads(row[4]))) for row in rows}
 
+    def last_event_id(self) -> int:
+        rows = self._read("SELECT MAX(id) FROM events", ())
+        return int(rows[0][0] or 0)
+
     def get_meta(self, key: str) -> Optional[str]:
         rows = self._read("SELECT value FROM meta WHERE key = ?", (key,))
         return rows[0][0] if rows else None
@@ -319,11 +369,31 @@ class EventStore:
                 raise EventStoreError("{}: cannot read the event history: {}".format(self.path, _reason(exc))) from None
 
 
+class NoFile:
+    """Stands in for the store while the file is down: takes every write and keeps nothing, so the writer's
+    own logic updates its memory of findings and chips exactly as it would with the file."""
+
+    @contextlib.contextmanager
+    def batch(self) -> Iterator["NoFile"]:
+        yield self
+
+    def record(self, *args: Any, **kwargs: Any) -> int:
+        return 0  # no event id: any later acknowledgement applies
+
+    def query(self, *args: Any, **kwargs: Any) -> List[Event]:
+        return []  # acknowledgements are read from the file once it is back
+
+    def prune(self, *args: Any) -> int:
+        return 0
+
+    def _ignore(self, *args: Any) -> None:
+        return None
+
+    put_finding = delete_finding = put_chip = delete_chip = set_meta = _ignore
+
+
 def _json_or_none(text: Optional[str]) -> Optional[Dict[str, Any]]:
     return None if text is None else json.loads(text)
 
 
-def _reason(exc: BaseException) -> str:
-    if isinstance(exc, OSError) and exc.strerror:
-        return exc.strerror
-    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+_reason = storage.reason

@@ -10,7 +10,7 @@ from typing import Any, Dict, Sequence
 
 from ...outputs.report import rfc3339
 from .alert import FIRING, Alert
-from .flavour import Flavour, Request, SendContext, Timing, json_request
+from .flavour import Flavour, Request, SendContext, Timing, json_request, with_bearer_token
 from .webhook import annotations
 
 API_PATH = "/api/v2/alerts"
@@ -24,7 +24,8 @@ class AlertmanagerPush(Flavour):
     timing = Timing(group_wait_seconds=0.0, group_interval_seconds=0.0, repeat_seconds=60.0, max_per_minute=0)
 
     def build(self, alerts: Sequence[Alert], context: SendContext) -> Request:
-        return json_request(alerts_url(context.secrets["url"]), [_alert(alert, context) for alert in alerts])
+        request = json_request(alerts_url(context.secrets["url"]), [_alert(alert, context) for alert in alerts])
+        return with_bearer_token(request, context)
 
 
 def alerts_url(base: str) -> str:

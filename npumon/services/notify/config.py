@@ -2,7 +2,7 @@
 
 The dataclasses below are the schema (npumon/config.py turns YAML into them by their type hints);
 `notify_config_problems` adds the checks that types cannot express; config/load.py names file, line and key.
-Secrets (`url`, `secret`, `routing_key`) are given inline, as `<name>_file` or as `<name>_env`; they are
+Secrets (`url`, `secret`, `routing_key`, `bearer_token`) are given inline, as `<name>_file` or as `<name>_env`; they are
 only read when the daemon or `npumon notify test` starts (see secrets.py), so `npumon check` never needs
 them. Inline secrets are kept out of `repr()` so a logged config cannot leak them.
 """
@@ -17,12 +17,12 @@ from ...config.errors import line_of
 from ...model import SEVERITIES
 
 RECEIVER_TYPES = ("webhook", "alertmanager", "dingtalk", "feishu", "wecom", "slack", "pagerduty")
-SECRET_NAMES = ("url", "secret", "routing_key")
+SECRET_NAMES = ("url", "secret", "routing_key", "bearer_token")
 _RECEIVER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 # Which secrets each type needs ("required") or may have ("optional"); anything else is an error.
 SECRETS_BY_TYPE = {
-    "webhook": {"url": "required"},
-    "alertmanager": {"url": "required"},
+    "webhook": {"url": "required", "bearer_token": "optional"},
+    "alertmanager": {"url": "required", "bearer_token": "optional"},
     "dingtalk": {"url": "required", "secret": "optional"},
     "feishu": {"url": "required", "secret": "optional"},
     "wecom": {"url": "required"},
@@ -47,6 +47,10 @@ class ReceiverConfig:
     routing_key: Optional[str] = field(default=None, repr=False)  # PagerDuty integration key
     routing_key_file: Optional[str] = None
     routing_key_env: Optional[str] = None
+    # `Authorization: Bearer <token>` (webhook, alertmanager); basic auth is user:password in the URL
+    bearer_token: Optional[str] = field(default=None, repr=False)
+    bearer_token_file: Optional[str] = None
+    bearer_token_env: Optional[str] = None
     ca_file: Optional[str] = None  # CA bundle for a private CA; certificates are verified either way
     insecure_skip_verify: bool = False
     timeout_seconds: float = 10.0
@@ -83,6 +87,12 @@ class NotifyConfig:
 
 def secret_fields(name: str) -> Tuple[str, str, str]:
     return name, name + "_file", name + "_env"
+
+
+def secret_variables(notify: NotifyConfig) -> List[str]:
+    """The environment variables the receivers read secrets from (`<name>_env`): withheld from children."""
+    return sorted({getattr(receiver, name + "_env") for receiver in notify.receivers for name in SECRET_NAMES
+                   if getattr(receiver, name + "_env")})
 
 
 def notify_config_problems(notify: NotifyConfig) -> List[Tuple[str, str]]:

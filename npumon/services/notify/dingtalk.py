@@ -2,6 +2,7 @@
 the URL's query. The robot takes 20 messages a minute (more throttles it for 10 minutes), so npumon
 sends at most that and aggregates the rest into the next message."""
 
+from dataclasses import replace
 from typing import Sequence
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -22,8 +23,10 @@ class DingTalk(Flavour):
 
     def build(self, alerts: Sequence[Alert], context: SendContext) -> Request:
         url = context.secrets["url"]
+        signature = ()
         if "secret" in context.secrets:
-            url = add_query(url, dingtalk_query(context.secrets["secret"], context.now))
+            query = dingtalk_query(context.secrets["secret"], context.now)
+            url, signature = add_query(url, query), (query["sign"],)  # the sign opens the robot for an hour
         title = text.title(alerts, context.host)
         lines = ["#### " + title, ""]
         for alert in alerts:
@@ -34,7 +37,8 @@ class DingTalk(Flavour):
             lines.append("")
         if context.external_url:
             lines.append("[npumon]({})".format(context.external_url))
-        return json_request(url, {"msgtype": "markdown", "markdown": {"title": title, "text": "\n".join(lines)}})
+        request = json_request(url, {"msgtype": "markdown", "markdown": {"title": title, "text": "\n".join(lines)}})
+        return replace(request, credentials=signature)
 
     def outcome(self, status: int, answer: str) -> str:
         return chat_outcome(status, answer, "errcode", (SEND_TOO_FAST,))

@@ -2,6 +2,7 @@
 green (all resolved) header. With a signing secret, `timestamp` and `sign` go inside the JSON body."""
 
 import json
+from dataclasses import replace
 from typing import Sequence
 
 from . import text
@@ -38,7 +39,8 @@ class Feishu(Flavour):
                        "template": _colour(alerts)},
             "elements": [{"tag": "div", "text": {"tag": "lark_md", "content": "\n".join(lines).strip()}}],
         }})
-        return json_request(context.secrets["url"], body)
+        signature = (body["sign"],) if "sign" in body else ()
+        return replace(json_request(context.secrets["url"], body), credentials=signature)
 
     def outcome(self, status: int, answer: str) -> str:
         outcome = status_outcome(status)

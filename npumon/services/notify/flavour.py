@@ -5,8 +5,8 @@ A flavour turns a list of alerts into one HTTP request (`build`) and reads the s
 """
 
 import json
-from dataclasses import dataclass, field
-from typing import Dict, Optional, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Dict, Optional, Sequence, Tuple
 
 from .alert import Alert
 
@@ -30,7 +30,9 @@ class Request:
     url: str
     body: bytes
     size: int  # the bytes the service's size limit counts (the whole body, or one field of it)
-    headers: Optional[Dict[str, str]] = None
+    headers: Optional[Dict[str, str]] = field(default=None, repr=False)
+    # Values of this request that are credentials besides the configured secrets (a signature): redacted too
+    credentials: Tuple[str, ...] = field(default=(), repr=False)
 
 
 @dataclass(frozen=True)
@@ -71,6 +73,14 @@ def json_request(url: str, document, size_of: Optional[str] = None) -> Request:
     body = json.dumps(document, ensure_ascii=False).encode("utf-8")
     size = len(size_of.encode("utf-8")) if size_of is not None else len(body)
     return Request(url=url, body=body, size=size)
+
+
+def with_bearer_token(request: Request, context: SendContext) -> Request:
+    """`Authorization: Bearer <token>` when the receiver has a bearer_token (webhook, alertmanager)."""
+    token = context.secrets.get("bearer_token")
+    if token is None:
+        return request
+    return replace(request, headers=dict(request.headers or {}, Authorization="Bearer " + token))
 
 
 def chat_outcome(status: int, text: str, code_field: str, retry_codes: Sequence[int]) -> str:

@@ -4,14 +4,16 @@
     npumon_notification_outbox_length{receiver}          notifications waiting in the outbox
     npumon_notification_outbox_oldest_age_seconds{receiver}   age of the oldest one (0 when none wait)
     npumon_notification_receiver_up{receiver}            0 while the receiver fails or is misconfigured
+    npumon_notification_outbox_up                        0 while the outbox file cannot be written
+    npumon_notifications_unpersisted_total{receiver}     queued while it could not: held in memory only
 """
 
 import threading
-from typing import Callable, Dict, Iterable, Iterator, Tuple
+from typing import Callable, Dict, Iterable, Iterator, Optional, Tuple
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from .outbox import ReceiverBacklog
+from .outbox import Outbox, ReceiverBacklog
 
 RESULTS = ("delivered", "retried", "failed", "dropped")
 
@@ -37,8 +39,10 @@ class NotifyMetrics:
 
     def __init__(self, receivers: Iterable[str], counters: Counters,
                  backlog: Callable[[], Dict[str, ReceiverBacklog]], up: Callable[[str], bool],
-                 clock: Callable[[], float]):
+                 clock: Callable[[], float], outbox: Optional[Outbox] = None):
+        """`outbox`: whose file state and unpersisted counts to show (none: those families are left out)."""
         self._receivers = sorted(receivers)
+        self._outbox = outbox
         self._counters = counters
         self._backlog = backlog
         self._up = up
@@ -70,3 +74,21 @@ class NotifyMetrics:
         yield length
         yield age
         yield up
+        if self._outbox is not None:
+            yield from self._outbox_families()
+
+    def _outbox_families(self) -> Iterator[Metric]:
+        assert self._outbox is not None
+        outbox_up = GaugeMetricFamily("npumon_notification_outbox_up",
+                                      "1 while notifications are committed to the outbox file; 0 while it cannot be "
+                                      "opened or written and they are kept in memory only (retried with backoff).")
+        outbox_up.add_metric((), 1.0 if self._outbox.up else 0.0)
+        unpersisted = CounterMetricFamily("npumon_notifications_unpersisted",
+                                          "Notifications queued while the outbox file could not be written: sent "
+                                          "from memory, saved to the file once it works again, lost if the daemon "
+                                          "stops first.", labels=("receiver",))
+        counts = self._outbox.unpersisted()
+        for receiver in self._receivers:
+            unpersisted.add_metric((receiver,), counts.get(receiver, 0))
+        yield outbox_up
+        yield unpersisted

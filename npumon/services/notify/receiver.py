@@ -13,7 +13,8 @@ from .dingtalk import DingTalk
 from .feishu import Feishu
 from .flavour import RETRY, Flavour, Request, SendContext, Timing
 from .pagerduty import EVENTS_URL, PagerDuty
-from .secrets import Redactor, SecretError, resolve_secrets, safe_endpoint
+from .redact import Redactor, error_text
+from .secrets import SecretError, resolve_secrets, safe_endpoint
 from .slack import Slack
 from .transport import Transport, TransportError
 from .webhook import Webhook
@@ -28,7 +29,7 @@ class Answer:
     """What came of one message: delivered, retry (worth trying again) or failed (final)."""
 
     outcome: str
-    detail: str  # "HTTP 200: {...}" or "cannot connect: Connection refused"; secrets masked
+    detail: str  # "HTTP 200: {...}" or "cannot connect: Connection refused"; secrets masked, capped (redact.py)
     sent: int  # how many of the offered alerts the message carried
     status: Optional[int] = None
     retry_after: Optional[float] = None
@@ -59,13 +60,14 @@ class Receiver:
         context = SendContext(receiver=self.name, host=host, now=now, secrets=self.secrets,
                               external_url=external_url, repeat_seconds=self.timing.repeat_seconds)
         request, count = self._fit(list(alerts[:self.flavour.max_alerts]), context)
+        redact = self.redact.extended(_request_credentials(request))
         try:
             response = self.transport.post(request)
         except TransportError as exc:
-            return Answer(RETRY, self.redact(str(exc)), count)
+            return Answer(RETRY, error_text(str(exc), redact), count)
         outcome = self.flavour.outcome(response.status, response.text)
-        detail = "HTTP {}: {}".format(response.status, " ".join(response.text.split()) or "(empty)")
-        return Answer(outcome, self.redact(detail), count, response.status, response.retry_after)
+        detail = "HTTP {}: {}".format(response.status, response.text if response.text.strip() else "(empty)")
+        return Answer(outcome, error_text(detail, redact), count, response.status, response.retry_after)
 
     def _fit(self, alerts: List[Alert], context: SendContext) -> Tuple[Request, int]:
         """The largest leading part of `alerts` whose message is within the service's size limit; the
@@ -87,6 +89,16 @@ class Receiver:
 
     def close(self) -> None:
         self.transport.close()
+
+
+def _request_credentials(request: Request) -> List[str]:
+    """What this one request carries that is a credential: its signature and its Authorization header
+    (a bearer token, or the Basic value requests derives from user:password in the URL)."""
+    values = list(request.credentials)
+    for name, value in (request.headers or {}).items():
+        if name.lower() == "authorization":
+            values += [value, value.partition(" ")[2]]
+    return values
 
 
 def effective_timing(config: ReceiverConfig, defaults: Timing) -> Timing:

@@ -1,20 +1,20 @@
-"""Secrets of a receiver (webhook URLs with tokens in them, signing secrets, routing keys): where they
-come from, and how they are kept out of every text npumon writes.
+"""Secrets of a receiver (webhook URLs with tokens in them, signing secrets, routing keys, bearer
+tokens): where they come from. How they are kept out of every text npumon writes is redact.py's job.
 
 A secret is given inline, in a file (`<name>_file`, surrounding whitespace stripped) or in an
-environment variable (`<name>_env`). `Redactor` replaces every secret value -- and, for URLs, every
-query value and the path, where services put their tokens -- by `<secret>` in error texts and service
-answers before they reach a log, the outbox, the event history or the terminal.
+environment variable (`<name>_env`). Variables named by `<name>_env` are withheld from every child
+process npumon starts (npumon/childenv.py).
 """
 
 import os
-from typing import Dict, Iterable, List, Optional
-from urllib.parse import parse_qsl, urlsplit
+import re
+from typing import Dict, Optional
+from urllib.parse import urlsplit
 
-from .config import ReceiverConfig, receiver_line, secret_fields
+from .config import SECRET_NAMES, ReceiverConfig, receiver_line, secret_fields
+from .redact import MASK, Redactor  # noqa: F401 - where the receivers and older callers find them
 
-MASK = "<secret>"
-_SHORTEST_REDACTED = 4  # shorter strings ("v2", "1") would mangle ordinary text, and guess nothing
+_VISIBLE_ASCII = re.compile(r"[\x21-\x7e]+")  # what an HTTP header value can carry unchanged
 
 
 class SecretError(ValueError):
@@ -22,9 +22,10 @@ class SecretError(ValueError):
 
 
 def resolve_secrets(receiver: ReceiverConfig, index: int, config_path: str) -> Dict[str, str]:
-    """{"url": ..., "secret": ..., "routing_key": ...} for the secrets this receiver has configured."""
+    """{"url": ..., "secret": ..., "routing_key": ..., "bearer_token": ...} for the secrets this receiver
+    has configured."""
     values = {}
-    for name in ("url", "secret", "routing_key"):
+    for name in SECRET_NAMES:
         inline, file_key, env_key = secret_fields(name)
         if getattr(receiver, inline) is not None:
             values[name] = getattr(receiver, inline).strip()
@@ -36,6 +37,14 @@ def resolve_secrets(receiver: ReceiverConfig, index: int, config_path: str) -> D
     if url is not None and not url.startswith(("http://", "https://")):
         key = next(key for key in secret_fields("url") if getattr(receiver, key) is not None)
         raise _error(receiver, index, config_path, key, "the URL must start with http:// or https://")
+    token = values.get("bearer_token")
+    if token is not None and not _VISIBLE_ASCII.fullmatch(token):
+        key = next(key for key in secret_fields("bearer_token") if getattr(receiver, key) is not None)
+        raise _error(receiver, index, config_path, key, "a bearer token is one word of visible ASCII characters")
+    if url is not None and token is not None and urlsplit(url).username is not None:
+        key = next(key for key in secret_fields("bearer_token") if getattr(receiver, key) is not None)
+        raise _error(receiver, index, config_path, key,
+                     "give either a bearer token or user:password in the URL, not both")
     return values
 
 
@@ -63,34 +72,6 @@ def _read_secret_env(variable: str, receiver: ReceiverConfig, index: int, config
 def _error(receiver: ReceiverConfig, index: int, config_path: str, key: str, problem: str) -> SecretError:
     return SecretError("{}: notify.receivers[{}].{}: receiver {!r}: {}".format(
         receiver_line(config_path, index, key), index, key, receiver.name, problem))
-
-
-class Redactor:
-    """Replaces secret values in any text by `<secret>`."""
-
-    def __init__(self, secrets: Iterable[str]):
-        parts = set()
-        for value in secrets:
-            parts.add(value)
-            parts.update(_url_parts(value))
-        # Longest first, so a URL is masked whole before its parts are.
-        self._parts: List[str] = sorted((p for p in parts if len(p) >= _SHORTEST_REDACTED), key=len, reverse=True)
-
-    def __call__(self, text: str) -> str:
-        for part in self._parts:
-            text = text.replace(part, MASK)
-        return text
-
-
-def _url_parts(value: str) -> List[str]:
-    """The path, query values and password of a URL: DingTalk and WeCom put the token in the query,
-    Slack and Feishu in the path. Not a URL: nothing."""
-    if not value.startswith(("http://", "https://")):
-        return []
-    parts = urlsplit(value)
-    found = [parts.path, parts.query, parts.password or ""] + [v for _, v in parse_qsl(parts.query)]
-    found += [segment for segment in parts.path.split("/") if len(segment) >= 8]  # tokens, not "api", "send"
-    return [part for part in found if part and part != "/"]
 
 
 def safe_endpoint(url: Optional[str]) -> str:

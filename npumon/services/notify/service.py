@@ -31,7 +31,7 @@ from .alert import RESOLVED, Alert, alert_from_finding, fingerprint
 from .config import NotifyConfig
 from .flavour import DELIVERED, RETRY
 from .metrics import Counters, NotifyMetrics
-from .outbox import Notification, Outbox, OutboxError, ReceiverBacklog
+from .outbox import Notification, Outbox, ReceiverBacklog
 from .receiver import Receiver
 from .routing import group_due, one_per_alert, receivers_for
 from .secrets import SecretError
@@ -59,8 +59,8 @@ class _ReceiverState:
 
 def notify_services(daemon) -> List["NotifyService"]:
     """The notifier for `build_services`, when the config has receivers. Never raises: a receiver whose
-    secrets cannot be read is reported and its notifications wait in the outbox; an outbox that cannot
-    be opened is reported and turns notifications off."""
+    secrets cannot be read is reported and its notifications wait in the outbox; an outbox file that
+    cannot be opened is reported, and notifications wait in memory until it can."""
     config: Config = daemon.config
     if not config.notify.receivers:
         return []
@@ -76,17 +76,10 @@ def notify_services(daemon) -> List["NotifyService"]:
             continue
         if receiver_config.insecure_skip_verify:
             log.warning("receiver %r does not verify TLS certificates (insecure_skip_verify)", receiver_config.name)
-    try:
-        outbox = Outbox(config.state_dir, config.notify.outbox_max_notifications)
-        return [NotifyService(config.notify, receivers, broken, outbox, rule_for_seconds(config),
-                              daemon.record_event)]
-    except (OutboxError, sqlite3.Error) as exc:
-        message = "notifications are off: {}".format(exc)
-        log.error("%s", message)
-        daemon.record_event(EVENT_KIND, "outbox", message, "critical", None)
-        for receiver in receivers.values():
-            receiver.close()
-        return []
+    # Never off for the outbox: one that cannot be opened or written keeps notifications in memory (and
+    # says so in npumon_notification_outbox_up) while it retries.
+    outbox = Outbox(config.state_dir, config.notify.outbox_max_notifications)
+    return [NotifyService(config.notify, receivers, broken, outbox, rule_for_seconds(config), daemon.record_event)]
 
 
 def rule_for_seconds(config: Config) -> Dict[str, float]:
@@ -131,7 +124,10 @@ class NotifyService:
         self._comeback_deadline = {key: started + rule_for.get(alert.rule, 0.0) + notify.restart_grace_seconds
                                    for key, alert in self._firing.items()}
         self._backlog = outbox.backlog()
-        self._metrics = NotifyMetrics(self._names, self._counters, self._current_backlog, self.receiver_up, clock)
+        self._outbox_was_up = True
+        self._note_outbox_state()
+        self._metrics = NotifyMetrics(self._names, self._counters, self._current_backlog, self.receiver_up, clock,
+                                      outbox)
 
     # -- the Service protocol -----------------------------------------------------------------------
 
@@ -205,6 +201,7 @@ class NotifyService:
         except sqlite3.Error as exc:
             self._outbox_failed(exc)
             return
+        self._note_outbox_state()
         for name, waiting in self._backlog.items():
             if name in self._receivers and self._may_send(name, waiting.oldest_created, now):
                 self._submit(name)
@@ -321,6 +318,14 @@ class NotifyService:
         if retry_after is not None:
             delay = max(delay, min(retry_after, self._notify.retry_max_seconds))
         return delay
+
+    def _note_outbox_state(self) -> None:
+        """The event history hears when the outbox file stops working (the log has it from the outbox)."""
+        up = self._outbox.up
+        if self._outbox_was_up and not up:
+            self._record_event(EVENT_KIND, "outbox", "the notification outbox cannot be written: {}".format(
+                self._outbox.error), "warning", {"path": self._outbox.path})
+        self._outbox_was_up = up
 
     def _outbox_failed(self, exc: sqlite3.Error) -> None:
         if not self._closed.is_set():  # after close() the connection is gone on purpose

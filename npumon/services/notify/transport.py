@@ -3,22 +3,33 @@
 TLS certificates are verified (against the system store, or `ca_file`), redirects are not followed (a
 POST must not silently turn into a GET elsewhere), and every failure becomes a short description built
 from the error's kind and cause -- never from the exception's text, which repeats the URL and its token.
+The answer is read up to ANSWER_READ_LIMIT_BYTES and within `timeout_seconds` of its headers: a service
+that answers megabytes, or trickles, costs neither memory nor a delivery thread. The caller redacts it
+and keeps far less (redact.error_text).
 """
 
+import codecs
 import errno
 import logging
 import os
+import re
 import socket
 import ssl
+import time
 from dataclasses import dataclass
 from typing import Optional, Union
 
 import requests
+import urllib3
 
 from ... import __version__
 from .flavour import Request
 
-ANSWER_LIMIT = 500  # characters of a service's answer kept for logs and the outbox
+# Bytes of an answer read: the robots' JSON answers are well within it. Far more than the part kept
+# (redact.ERROR_TEXT_LIMIT_BYTES), so a secret echoed anywhere in the kept part is read whole and masked.
+ANSWER_READ_LIMIT_BYTES = 64 * 1024
+_CHUNK_BYTES = 4096
+_CHARSET = re.compile(r"charset=[\"']?([A-Za-z0-9._:-]+)", re.IGNORECASE)
 
 # urllib3 logs every request line -- path and query, where the tokens are -- at DEBUG: keep it quiet even
 # when npumon runs with log_level debug.
@@ -46,9 +57,12 @@ class Transport:
         headers = {"Content-Type": "application/json; charset=utf-8", "User-Agent": "npumon/" + __version__}
         headers.update(request.headers or {})
         try:
-            reply = self._session.post(request.url, data=request.body, headers=headers,
+            reply = self._session.post(request.url, data=request.body, headers=headers, stream=True,
                                        timeout=self.timeout_seconds, verify=self.verify, allow_redirects=False)
-            text = reply.text[:ANSWER_LIMIT]
+            try:
+                text = self._read_answer(reply)
+            finally:
+                reply.close()
         except requests.exceptions.Timeout:
             raise TransportError("timed out after {:g}s".format(self.timeout_seconds)) from None
         except requests.exceptions.SSLError as exc:
@@ -59,7 +73,28 @@ class Transport:
             raise TransportError("request failed: {}".format(type(exc).__name__)) from None
         except OSError as exc:  # e.g. the CA file went away since start
             raise TransportError("request failed: {}".format(exc.strerror or exc)) from None
+        except (ValueError, UnicodeError) as exc:  # a header value http.client refuses; its text may quote it
+            raise TransportError("request failed: {}".format(type(exc).__name__)) from None
         return Response(reply.status_code, text, _retry_after(reply.headers.get("Retry-After")))
+
+    def _read_answer(self, reply: requests.Response) -> str:
+        """At most ANSWER_READ_LIMIT_BYTES of the body, read within timeout_seconds; decoded leniently."""
+        deadline = time.monotonic() + self.timeout_seconds
+        # read1 returns what one receive brought (urllib3 2), so the deadline holds against a trickle too
+        read = getattr(reply.raw, "read1", None) or reply.raw.read
+        body = bytearray()
+        try:
+            while len(body) < ANSWER_READ_LIMIT_BYTES and time.monotonic() < deadline:
+                chunk = read(_CHUNK_BYTES, decode_content=True)
+                if not chunk:
+                    break
+                body += chunk
+        except urllib3.exceptions.ReadTimeoutError:
+            raise TransportError("timed out reading the answer after {:g}s".format(self.timeout_seconds)) from None
+        except urllib3.exceptions.HTTPError as exc:
+            raise TransportError("the answer broke off: {}".format(type(exc).__name__)) from None
+        return bytes(body[:ANSWER_READ_LIMIT_BYTES]).decode(_charset(reply.headers.get("Content-Type", "")),
+                                                            "replace")
 
     def close(self) -> None:
         self._session.close()
@@ -88,6 +123,18 @@ def _cause(exc: BaseException) -> str:
             if isinstance(linked, BaseException):
                 pending.append(linked)
     return reason
+
+
+def _charset(content_type: str) -> str:
+    """The declared charset if Python knows it, else UTF-8 (what these services send)."""
+    match = _CHARSET.search(content_type)
+    if match:
+        try:
+            codecs.lookup(match.group(1))
+            return match.group(1)
+        except LookupError:
+            pass
+    return "utf-8"
 
 
 def _retry_after(value: Optional[str]) -> Optional[float]:

@@ -6,7 +6,7 @@ from typing import Any, Dict, List, Sequence
 
 from ...outputs.report import rfc3339
 from .alert import FIRING, RESOLVED, Alert
-from .flavour import Flavour, Request, SendContext, Timing, json_request
+from .flavour import Flavour, Request, SendContext, Timing, json_request, with_bearer_token
 
 # Alertmanager writes Go's zero time as the end of an alert that has not ended.
 ZERO_TIME = "0001-01-01T00:00:00Z"
@@ -19,7 +19,7 @@ class Webhook(Flavour):
                     max_per_minute=0)
 
     def build(self, alerts: Sequence[Alert], context: SendContext) -> Request:
-        return json_request(context.secrets["url"], webhook_payload(alerts, context))
+        return with_bearer_token(json_request(context.secrets["url"], webhook_payload(alerts, context)), context)
 
 
 def annotations(alert: Alert) -> Dict[str, str]:

@@ -6,10 +6,22 @@ from typing import Optional, Tuple
 from ...model import MIB
 
 NULL_TOKENS = frozenset(("", "NA", "N/A", "-", "--", "Failed", "failed"))
+# npu-smi's error messages come first (after some driver log lines) or last: an output longer than two of
+# these is searched for them in its head and tail only, so that a runaway answer is not scanned whole.
+ERROR_SCAN_BYTES = 8 * 1024
 
 
 class NpuSmiParseError(ValueError):
     """npu-smi printed something the parsers cannot read. The message says what and where."""
+
+
+def head_and_tail(text: str, size: int = ERROR_SCAN_BYTES) -> str:
+    """`text`, or for a longer one its first and last `size` characters cut to whole lines."""
+    if len(text) <= 2 * size:
+        return text
+    head = text[:size]
+    tail = text[-size:]
+    return head[:head.rfind("\n") + 1] + tail[tail.find("\n") + 1:]
 
 
 def is_null(cell: Optional[str]) -> bool:

@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
-from .common import NpuSmiParseError, is_null, mib_to_bytes, percent_to_ratio, to_float, to_int
+from .common import NpuSmiParseError, head_and_tail, is_null, mib_to_bytes, percent_to_ratio, to_float, to_int
 
 # ---------------------------------------------------------------------------------------------------
 # Error messages
@@ -60,9 +60,10 @@ def classify_error(text: str) -> Optional[NpuSmiError]:
     """The first known npu-smi error message in `text`, or None when there is none.
 
     Driver log noise such as `DrvMngGetConsoleLogLevel failed.` that npu-smi prints before the real
-    message is passed over, so `message` is the line that says what went wrong.
+    message is passed over, so `message` is the line that says what went wrong. Only the head and tail of
+    a long output are searched (common.head_and_tail).
     """
-    for line in text.splitlines():
+    for line in head_and_tail(text).splitlines():
         stripped = line.strip()
         for kind, pattern in _ERROR_PATTERNS:
             match = pattern.match(stripped)

@@ -11,6 +11,13 @@ call that fails (timed out, left out by the tier's budget, killed mid-output, un
 an answer that prints a value as NA replaces it with null at once; a value that answers stop printing ages
 out. Only a complete main table without a card makes that card's values go at once: the card has left.
 
+A main table with a malformed chip row keeps its whole chips: the source is up and degraded, and says which
+row it left out and why; the chip left out keeps its query values (it may not have left). Output that stops
+mid-line (cut short) is refused whole, like one cut by a signal: it cannot say which cards come after the cut.
+
+The answers of a query tier are taken in as each call returns, so a tier holds at most one answer per
+running call, each within the runner's output cap.
+
 Nothing here raises for a hardware or tool fault: every failure becomes a SourceStatus.
 
 Tiers: `npu-smi` (the main table, the primary tier: the daemon judges the rules after each of its polls) and
@@ -74,6 +81,9 @@ RETRY_FAILED_TIER_SECONDS = 60.0  # a query tier with a longer interval whose po
 FIRST_TABLE_WAIT_SECONDS = 1.0  # a query tier that ran before the first main table was read tries again this soon
 
 
+_Outcome = Tuple[bool, Optional[str]]  # one query call: (left out for lack of time or a slot, its problem)
+
+
 def query_source_name(query: str) -> str:
     return "{}:{}".format(TABLE_SOURCE, query)
 
@@ -94,6 +104,7 @@ class _Poll:
         self.unsupported = False
         self.left_out = 0
         self.waiting_on: Optional[str] = None
+        self.degraded = False
 
 
 class NpuSmiSource:
@@ -178,10 +189,17 @@ class NpuSmiSource:
             poll = self._polls[TABLE_SOURCE]
             poll.duration = result.duration_seconds
             if table is None:
-                poll.ok, poll.error = False, error
+                poll.ok, poll.error, poll.degraded = False, error, False
                 return
             self._table, self._table_time = table, started
             poll.ok, poll.error, poll.last_success = True, None, started
+            poll.degraded = bool(table.problems)
+            if table.problems:
+                # A card whose row was unreadable has not left: nothing is forgotten on a degraded table.
+                poll.error = "degraded: {} unreadable row(s) left out, {} chips read; {}{}".format(
+                    len(table.problems), len(table.chips), table.problems[0],
+                    "" if len(table.problems) == 1 else " (and {} more)".format(len(table.problems) - 1))
+                return
             self._apply_cached_identity(table, started)
             known = {chip.npu for chip in table.chips}
             # forget per-chip values of chips that left the table
@@ -216,17 +234,23 @@ class NpuSmiSource:
         targets = targets[first:] + targets[:first]
         deadline = None if budget_seconds is None else time.monotonic() + budget_seconds
         name = query_source_name(query)
+
+        def take_in(target: Tuple[int, Optional[int]], result: CommandResult) -> Tuple[bool, Optional[str]]:
+            """Each answer is parsed and stored as its call returns and then dropped: (left out, problem)."""
+            if not result.started or result.cut_off:
+                return True, None  # no time or slot left: not npu-smi's failure; the card is asked first next time
+            return False, self._absorb(query, target, result, started)
+
         # Per-chip sweeps of what hardly changes take one slot at a time, never every slot for a minute.
         workers = 1 if query in BACKGROUND_QUERIES else None
-        results = self._run_many([args for _, args in targets], name, deadline, workers)
+        outcomes = self._run_many(targets, name, deadline, take_in, workers)
         # Not started, or cut off at the budget before its own deadline: asked first next time, no failure.
-        left_out = [index for index, result in enumerate(results) if not result.started or result.cut_off]
+        left_out = [index for index, (skipped, _) in enumerate(outcomes) if skipped]
         self._resume_at[query] = first + left_out[0] if left_out else 0
         failures: List[str] = []
-        for (target, args), result in zip(targets, results):
-            if not result.started or result.cut_off:
-                continue  # no time or slot left: not npu-smi's failure; the card is asked first next time
-            problem = self._absorb(query, target, result, started)
+        for (target, args), (skipped, problem) in zip(targets, outcomes):
+            if skipped:
+                continue
             if problem == "unsupported":
                 return
             if problem:
@@ -280,17 +304,21 @@ class NpuSmiSource:
                     for chip in rows]
         return [((npu, None), ["info", "-t", npu_smi_type, "-i", str(npu)]) for npu in cards]
 
-    def _run_many(self, argvs: Sequence[List[str]], label: str, deadline: Optional[float] = None,
-                  workers: Optional[int] = None) -> List[CommandResult]:
-        """The calls, as many at a time as the runner has slots; with a deadline (time.monotonic()) a call that
-        cannot start before it is left out (started=False) and one that runs is cut off at it."""
-        def run_one(args: List[str]) -> CommandResult:
-            return self.runner.run(args, not_after=deadline, label=label)
+    def _run_many(self, targets: Sequence[Tuple[Tuple[int, Optional[int]], List[str]]], label: str,
+                  deadline: Optional[float],
+                  take_in: Callable[[Tuple[int, Optional[int]], CommandResult], _Outcome],
+                  workers: Optional[int] = None) -> List[_Outcome]:
+        """The calls, as many at a time as the runner has slots, each answer handed to `take_in` as it comes;
+        with a deadline (time.monotonic()) a call that cannot start before it is left out (started=False) and
+        one that runs is cut off at it."""
+        def run_one(target_and_args: Tuple[Tuple[int, Optional[int]], List[str]]) -> _Outcome:
+            target, args = target_and_args
+            return take_in(target, self.runner.run(args, not_after=deadline, label=label))
 
-        if len(argvs) <= 1:
-            return [run_one(args) for args in argvs]
+        if len(targets) <= 1:
+            return [run_one(target) for target in targets]
         with concurrent.futures.ThreadPoolExecutor(max_workers=workers or self.runner.max_concurrent) as pool:
-            return list(pool.map(run_one, argvs))
+            return list(pool.map(run_one, targets))
 
     def _absorb(self, query: str, target: Tuple[int, Optional[int]], result: CommandResult,
                 when: float) -> Optional[str]:
@@ -422,26 +450,34 @@ class NpuSmiSource:
         for name, poll in list(self._polls.items()):
             status = SourceStatus(ok=poll.ok, error=poll.error, duration_seconds=poll.duration,
                                   last_success=poll.last_success, unsupported=poll.unsupported,
-                                  left_out=poll.left_out, waiting_on=None if poll.ok else poll.waiting_on)
+                                  left_out=poll.left_out, waiting_on=None if poll.ok else poll.waiting_on,
+                                  degraded=poll.ok and poll.degraded)
             query = query_of(name)
-            result[name] = judge_status(status, now, max_age if query is None else self.allowed_age(query, max_age))
+            status = judge_status(status, now, max_age if query is None else self.allowed_age(query, max_age))
+            result[name] = status if status.ok else dataclasses.replace(status, degraded=False)
         return result
 
 
 def _parse_table(result: CommandResult) -> Tuple[Optional[MainTable], Optional[str]]:
     # A table cut short parses (the parser drops the half chip) and lists too few cards: refuse it, or the
-    # cards after the cut would lose their query values as if they had left the host.
+    # cards after the cut would lose their query values as if they had left the host. Cut by a signal, or
+    # cut mid-line (npu-smi ends every line it prints).
     if result.timed_out or result.error or result.killed_by_signal:
         return None, result.describe_failure()
     known = npusmi_kv.classify_error(result.output)
     if known is not None:
         return None, known.message
+    failure = "" if result.returncode == 0 else " ({})".format(result.describe_failure())
     try:
-        table = parse_info(result.output)
+        table = parse_info(result.output, skip_bad_rows=True)
     except NpuSmiParseError as exc:
-        failure = "" if result.returncode == 0 else " ({})".format(result.describe_failure())
         return None, "unreadable npu-smi info output: {}{}".format(exc, failure)
+    if result.output.strip() and not result.output.endswith("\n"):
+        return None, "unreadable npu-smi info output: it stops mid-line after {} bytes, cut short{}".format(
+            len(result.output), failure)
     if not table.chips:
+        if table.problems:
+            return None, "unreadable npu-smi info output: {}{}".format(table.problems[0], failure)
         return None, "npu-smi info listed no chips"
     return table, None
 

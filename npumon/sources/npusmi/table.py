@@ -13,6 +13,10 @@ Truncated output (a capture cut mid-row, an excerpt gap, an author's "..." elisi
 read: a row that stops early is dropped, together with the rest of its chip, when end of text or a
 plain-text line follows it. The same row followed by more table lines is an error instead, because
 npu-smi itself never prints a half row.
+
+With `skip_bad_rows` (the daemon reading a live answer), a malformed chip is left out instead and named
+in `MainTable.problems`: one bad row loses one chip, not the host. Chips are separated by border lines,
+so reading starts again at the next one.
 """
 
 import dataclasses
@@ -137,11 +141,13 @@ class MainTable:
     chips: Tuple[TableChip, ...]
     processes: Tuple[TableProcess, ...]
     warnings: Tuple[str, ...]  # lines npu-smi printed starting with "[WARNING]"
+    problems: Tuple[str, ...] = ()  # with skip_bad_rows: why each chip or process row left out was left out
 
 
-def parse_info(text: str) -> MainTable:
+def parse_info(text: str, skip_bad_rows: bool = False) -> MainTable:
     """Read `npu-smi info` output. Raises NpuSmiParseError, and nothing else, when the output holds
-    no main table or a row in it is malformed."""
+    no main table or (unless `skip_bad_rows`) a row in it is malformed. With `skip_bad_rows` a malformed
+    chip or process row is left out and its problem listed in `problems`, and so is a chip cut short."""
     if not isinstance(text, str):
         raise NpuSmiParseError("expected npu-smi output as text, got {}".format(type(text).__name__))
     # Blank lines carry nothing (copies from web pages are often double-spaced); dropping them
@@ -151,14 +157,17 @@ def parse_info(text: str) -> MainTable:
     if header_at is None:
         raise NpuSmiParseError("no npu-smi main table in the output: {}".format(_quote(lines)))
     row1, row2 = _chip_layouts(lines, header_at)
-    chips, process_header_at = _read_chips(lines, header_at + 2, row1, row2)
+    problems: Optional[List[str]] = [] if skip_bad_rows else None
+    chips, process_header_at = _read_chips(lines, header_at + 2, row1, row2, problems)
+    processes = [] if process_header_at is None else _read_processes(lines, process_header_at, problems)
     tool_version, driver_version = _title_versions(lines[:header_at])
     return MainTable(
         tool_version=tool_version,
         driver_version=driver_version,
         chips=tuple(chips),
-        processes=() if process_header_at is None else tuple(_read_processes(lines, process_header_at)),
+        processes=tuple(processes),
         warnings=_warnings(text, lines),
+        problems=tuple(problems or ()),
     )
 
 
@@ -306,35 +315,72 @@ def _chip_layouts(lines: List[str], header_at: int) -> Tuple[_RowLayout, _RowLay
 # --- data rows --------------------------------------------------------------------------------
 
 
-def _read_chips(
-    lines: List[str], start: int, row1: _RowLayout, row2: _RowLayout
-) -> Tuple[List[TableChip], Optional[int]]:
-    """The chips from line `start` on, and the index of the process-table header if there is one."""
+def _read_chips(lines: List[str], start: int, row1: _RowLayout, row2: _RowLayout,
+                problems: Optional[List[str]] = None) -> Tuple[List[TableChip], Optional[int]]:
+    """The chips from line `start` on, and the index of the process-table header if there is one. With a
+    `problems` list a malformed chip is left out and its problem appended; without one it raises."""
     chips = []
     fields = row1.fields + row2.fields
     first_row: Optional[List[object]] = None  # a chip's first row, waiting for its second
+    first_line = ""
+    skipping = False  # inside a malformed chip: its lines are passed over up to the next border
+
+    def bad(problem: str, line: str) -> None:
+        nonlocal first_row, skipping
+        if problems is None:
+            raise NpuSmiParseError(problem)
+        problems.append(_chip_problem(problem, first_line if first_row is not None else line))
+        first_row, skipping = None, True
+
     for index in range(start, len(lines)):
         line = lines[index]
         if line.startswith("|"):
-            values = (row1 if first_row is None else row2).read(line)
+            if "Process id" in line and (skipping or first_row is None):
+                return chips, index
+            if skipping:
+                continue
+            try:
+                values = (row1 if first_row is None else row2).read(line)
+            except NpuSmiParseError as error:
+                bad(str(error), line)
+                continue
             if values is None:
                 if "Process id" in line:
                     return chips, index
-                if _is_cut(lines, index):
+                if _is_cut(lines, index) and problems is None:
                     first_row = None  # truncated: drop this chip, keep the complete ones before it
                     continue
-                raise NpuSmiParseError("npu-smi main table row does not fit its header: {}".format(_shown(line)))
+                bad("npu-smi main table row does not fit its header: {}".format(_shown(line)), line)
+                continue
             if first_row is None:
-                first_row = values
-            else:
+                first_row, first_line = values, line
+                continue
+            try:
                 chips.append(_chip(fields, first_row + values, line))
-                first_row = None
+            except NpuSmiParseError as error:
+                bad(str(error), line)
+                continue
+            first_row = None
         elif line.startswith("+"):
             if first_row is not None:
-                raise NpuSmiParseError("npu-smi main table: a chip has no second row before {}".format(_shown(line)))
+                bad("npu-smi main table: a chip has no second row before {}".format(_shown(line)), line)
+            skipping = False
         else:
+            if first_row is not None and problems is not None:
+                bad("npu-smi main table: a chip's second row is missing, {} in its place".format(_shown(line)),
+                    line)
             first_row = None  # plain text (elision, excerpt gap) replaced this chip's second row
+    if first_row is not None and problems is not None:
+        bad("npu-smi main table: the output ends after a chip's first row", first_line)
     return chips, None
+
+
+def _chip_problem(problem: str, first_line: str) -> str:
+    """The problem, prefixed with the card id when the chip's first cell still shows one."""
+    cells = first_line.split("|")
+    words = cells[1].split() if len(cells) > 2 else []
+    card = words[0] if words and words[0].isdigit() else None
+    return problem if card is None else "npu {}: {}".format(card, problem)
 
 
 def _chip(fields: Tuple[str, ...], row_values: List[object], line: str) -> TableChip:
@@ -347,7 +393,8 @@ def _chip(fields: Tuple[str, ...], row_values: List[object], line: str) -> Table
     return TableChip(**values)
 
 
-def _read_processes(lines: List[str], header_at: int) -> List[TableProcess]:
+def _read_processes(lines: List[str], header_at: int, problems: Optional[List[str]] = None) -> List[TableProcess]:
+    """The process rows; with a `problems` list a malformed row is left out and its problem appended."""
     header = lines[header_at]
     if not _is_closed_row(header):
         return []  # the capture stops inside the process-table header
@@ -360,15 +407,22 @@ def _read_processes(lines: List[str], header_at: int) -> List[TableProcess]:
         line = lines[index]
         if not line.startswith("|"):
             continue
-        values = layout.read(line)
-        if values is None:
-            if _NO_PROCESSES.match(line) or _is_cut(lines, index):
-                continue  # an idle NPU, or a row cut off by truncation
-            raise NpuSmiParseError("npu-smi process row does not fit its header: {}".format(_shown(line)))
-        process = dict(_PROCESS_DEFAULTS)
-        process.update(zip(layout.fields, values))
-        if process["npu"] is None or process["pid"] is None or (has_chip and process["chip"] is None):
-            raise NpuSmiParseError("npu-smi process row without NPU, Chip or Process id: {}".format(_shown(line)))
+        try:
+            values = layout.read(line)
+            if values is None:
+                if _NO_PROCESSES.match(line) or _is_cut(lines, index):
+                    continue  # an idle NPU, or a row cut off by truncation
+                raise NpuSmiParseError("npu-smi process row does not fit its header: {}".format(_shown(line)))
+            process = dict(_PROCESS_DEFAULTS)
+            process.update(zip(layout.fields, values))
+            if process["npu"] is None or process["pid"] is None or (has_chip and process["chip"] is None):
+                raise NpuSmiParseError("npu-smi process row without NPU, Chip or Process id: {}".format(
+                    _shown(line)))
+        except NpuSmiParseError as error:
+            if problems is None:
+                raise
+            problems.append(str(error))
+            continue
         processes.append(TableProcess(**process))
     return processes
 

@@ -464,15 +464,28 @@ def test_a_receiver_with_a_missing_secret_is_reported_and_its_notifications_wait
     assert Outbox(str(tmp_path), 10).backlog()["pd"].pending == 1
 
 
-def test_an_unusable_state_dir_turns_notifications_off_with_one_error(tmp_path, caplog):
+def test_an_unusable_state_dir_keeps_notifications_on_in_memory_with_one_error(tmp_path, caplog):
     from npumon.config.load import parse_config
 
     blocker = tmp_path / "file"
     blocker.write_text("")
     config = parse_config("state_dir: {}\nnotify:\n  receivers:\n    - {{name: a, type: webhook, url: 'http://x'}}\n"
                           .format(blocker), "c.yaml")
-    assert notify_services(FakeDaemon(config)) == []
-    assert "notifications are off: cannot open the notification outbox" in caplog.text
+    (service,) = notify_services(FakeDaemon(config))  # notifications are not turned off for the run
+    try:
+        service.on_evaluation(Snapshot(time=T0, host=HostSample(), chips=[], sources={}), [finding()], [])
+        problems = [record.getMessage() for record in caplog.records if record.levelno >= logging.WARNING]
+        assert problems == ["notification outbox: cannot open {}/outbox.sqlite: {} is not a directory (notifications "
+                            "are kept in memory and still sent; retrying with backoff up to 60s)".format(blocker, blocker)]
+        registry = CollectorRegistry()
+        for collector in service.collectors():
+            registry.register(collector)
+        text = generate_latest(registry).decode()
+        assert "npumon_notification_outbox_up 0.0" in text
+        assert 'npumon_notifications_unpersisted_total{receiver="a"} 1.0' in text
+        assert 'npumon_notification_outbox_length{receiver="a"} 1.0' in text
+    finally:
+        service.close()
 
 
 def test_no_receivers_no_service(tmp_path):

@@ -541,3 +541,16 @@ def test_parsers_raise_only_parse_errors(lines, parse):
         parse("\n".join(lines))
     except NpuSmiParseError:
         pass
+
+
+def test_error_classification_reads_only_the_head_and_tail_of_a_long_output():
+    from npumon.sources.npusmi.common import head_and_tail
+
+    noise = "DrvMngGetConsoleLogLevel failed. (g_conLogLevel=3)\n" * 100000  # about 5 MB
+    message = "dcmi model initialized failed, because the device is used. ret is -8020\n"
+    assert classify_error(noise + message).code == -8020  # last, after the driver's noise
+    assert classify_error(message + noise).code == -8020  # first
+    buried = noise + message + noise  # a line in the middle of megabytes is no npu-smi error message
+    assert classify_error(buried) is None
+    assert head_and_tail(buried) == noise[:8192].rsplit("\n", 1)[0] + "\n" + noise[-8192:].split("\n", 1)[1]
+    assert head_and_tail(message) == message
