@@ -185,7 +185,8 @@ def _validate(config: Config, node: yaml.Node, path: str) -> None:
     if not config.npu_smi.strip():
         problems.append(("npu_smi", "must not be empty"))
     for poll_field in dataclasses.fields(PollConfig):
-        if getattr(config.poll, poll_field.name) < 0:
+        seconds = getattr(config.poll, poll_field.name)
+        if seconds is not None and seconds < 0:
             problems.append(("poll." + poll_field.name, "must be 0 (off) or more"))
     if config.poll.table_seconds <= 0:
         problems.append(("poll.table_seconds", "must be greater than 0 (the main table is always polled)"))
@@ -197,6 +198,13 @@ def _validate(config: Config, node: yaml.Node, path: str) -> None:
         parse_listen(config.exporter.listen)
     except WebServerError as exc:
         problems.append(("exporter.listen", str(exc)))
+    if config.exporter.npu_exporter_listen is not None:
+        try:
+            parse_listen(config.exporter.npu_exporter_listen)
+        except WebServerError as exc:
+            problems.append(("exporter.npu_exporter_listen", str(exc)))
+        if not config.exporter.npu_exporter_compat:
+            problems.append(("exporter.npu_exporter_listen", "needs npu_exporter_compat: true"))
     exporter = config.exporter
     problems.extend(("exporter." + key, problem) for key, problem in limits_problems(
         exporter.http_workers, exporter.max_connections, exporter.request_timeout_seconds))

@@ -30,6 +30,7 @@ from ..config.schema import Config
 from ..model import SourceStatus
 from ..outputs.call_metrics import CallStatsCollector
 from ..outputs.exporter import ExporterView, build_registry
+from ..outputs.npu_exporter import resolve_node_label
 from ..outputs.http_metrics import HttpStatsCollector
 from ..outputs.report import SCHEMA, rfc3339, status_document
 from ..outputs.web import WebServer, WebServerError, parse_listen
@@ -71,9 +72,11 @@ class Daemon:
         self.notifier = Notifier()
         self.jobs = Jobs()
         self.scheduler = self.jobs.scheduler
-        self.registry = build_registry(self.view, npu_exporter_compat=config.exporter.npu_exporter_compat)
+        node = resolve_node_label(config.exporter.node_label)
+        self.registry = build_registry(self.view, npu_exporter_compat=config.exporter.npu_exporter_compat, node=node)
         self.web = self._web_server(config)
         self.registry.register(HttpStatsCollector(lambda: self.web.stats))
+        self.npu_exporter_web = self._npu_exporter_web_server(config, node)
         self.collection = SourceSet(config, target)
         self.registry.register(CallStatsCollector(lambda: self.collection.npu_smi.stats))
         self.events = None  # the event history, when the config keeps one (set by its service)
@@ -107,6 +110,24 @@ class Daemon:
             raise StartupError("{}: exporter.tls_cert_file: TLS is set both here and in the web config {}; "
                                "keep one".format(config.source, path))
         return security
+
+    def _npu_exporter_web_server(self, config: Config, node: Optional[str]) -> Optional[WebServer]:
+        """exporter.npu_exporter_listen: npu-exporter's families alone, where a scrape config made for
+        npu-exporter looks (its default port is 8082, its path /metrics). As exposed as the main listener, so
+        under the same limits and web config."""
+        listen = config.exporter.npu_exporter_listen
+        if listen is None:
+            return None
+        registry = build_registry(self.view, node=node, only_npu_exporter=True)
+        security = self._web_security(config)
+        try:
+            exporter = config.exporter
+            return WebServer(listen, registry, self.status, self.health,
+                             tls_cert=exporter.tls_cert_file, tls_key=exporter.tls_key_file,
+                             client_timeout=exporter.request_timeout_seconds, workers=exporter.http_workers,
+                             max_connections=exporter.max_connections, security=security)
+        except WebServerError as exc:
+            raise StartupError("{}: exporter.npu_exporter_listen: {}".format(config.source, exc)) from None
 
     def _listen_origin(self) -> str:
         """Where the listen address came from, for error messages."""
@@ -238,6 +259,13 @@ class Daemon:
         except WebServerError as exc:
             self.collection.close()
             raise StartupError("{}: {}".format(self._listen_origin(), exc)) from None
+        if self.npu_exporter_web is not None:
+            try:
+                self.npu_exporter_web.start()
+            except WebServerError as exc:
+                self.web.stop()
+                self.collection.close()
+                raise StartupError("{}: exporter.npu_exporter_listen: {}".format(self.config.source, exc)) from None
         self.services = self._start_services()
         self._schedule()
         self.jobs.start()
@@ -279,7 +307,9 @@ class Daemon:
             log.error("reload refused, still running the previous config: %s", exc)
             self.notifier.ready("reload refused: {}".format(exc))
             return False
-        self.web.use_security(security)  # the web config file is read again: new passwords, certificates
+        for server in (self.web, self.npu_exporter_web):  # the web config file is read again: new passwords,
+            if server is not None:                       # certificates
+                server.use_security(security)
         if dataclasses.replace(config.exporter, web_config_file=None) != \
                 dataclasses.replace(self.config.exporter, web_config_file=None):
             log.warning("exporter settings changed: they take effect on restart, not on reload")
@@ -313,6 +343,8 @@ class Daemon:
         self.notifier.stopping()
         self.jobs.shutdown()
         self.web.stop()
+        if self.npu_exporter_web is not None:
+            self.npu_exporter_web.stop()
         deadline = time.monotonic() + STOP_GRACE_SECONDS
         closer = threading.Thread(target=self._close_collection, name="npumon-stop", daemon=True)
         closer.start()

@@ -171,8 +171,10 @@ def test_unsupported_scenario_reports_every_query_in_sources():
     doc = json.loads(proc.stdout)
     assert doc["sources"]["npu-smi"]["ok"] is True
     unsupported = {name for name, source in doc["sources"].items() if source["unsupported"]}
-    assert unsupported == {"npu-smi:" + q for q in ("usages", "power", "health", "ecc", "board")}
+    # identity asks `-t board -i N -c C`, refused like every -t query; its `info -m` still gives the ids
+    assert unsupported == {"npu-smi:" + q for q in ("usages", "power", "health", "ecc", "board", "identity")}
     assert len(doc["chips"]) == 8 and all(chip["temperature_celsius"] is not None for chip in doc["chips"])
+    assert [chip["device_id"] for chip in doc["chips"]] == list(range(8))
 
 
 def test_healthy_scenario_on_every_product():
@@ -307,3 +309,21 @@ def test_a_reader_that_closes_the_pipe_early_does_not_change_the_verdict():
     check.stdout.close()  # only head reads the pipe: when head exits, check's writes find it closed
     _, errors = check.communicate(timeout=60)
     assert check.returncode == 2 and head.stdout == "{\n" and b"Traceback" not in errors, errors
+
+
+def test_quick_check_takes_chip_ids_from_the_file_a_full_pass_left(tmp_path):
+    """The quick pass never asks `info -m` or a per-chip `-t board` (too slow for NRPE on a real host): it reads
+    the ids the daemon or a `--full` check wrote to <state_dir>/npu-smi-identity.json."""
+    config = tmp_path / "npumon.yaml"
+    config.write_text("state_dir: {}\n".format(tmp_path / "state"))
+    quick, _ = run_npumon("check", "--json", "--simulate", "--config", str(config))
+    assert [chip["device_id"] for chip in json.loads(quick.stdout)["chips"]] == [None] * 8  # no file yet
+    full, _ = run_npumon("check", "--json", "--simulate", "--full", "--timeout", "30", "--config", str(config))
+    full_chips = json.loads(full.stdout)["chips"]
+    assert (tmp_path / "state" / "npu-smi-identity.json").exists()
+    quick, _ = run_npumon("check", "--json", "--simulate", "--config", str(config))
+    chips = json.loads(quick.stdout)["chips"]
+    assert [chip["device_id"] for chip in chips] == list(range(8))
+    assert [(chip["vdie_id"], chip["phy_id"]) for chip in chips] == [(chip["vdie_id"], None) for chip in full_chips]
+    assert all(chip["vdie_id"] for chip in chips)
+    assert "npu-smi:identity" not in json.loads(quick.stdout)["sources"]

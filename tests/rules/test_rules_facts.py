@@ -78,7 +78,7 @@ def test_chip_without_optional_data():
 def test_every_scalar_chip_field_is_a_fact():
     # Lists, dicts and records are facts through derived names; `extra` holds sources' own values, which their
     # SourceSpec turns into facts.
-    structured = {"ecc", "error_codes", "error_information", "processes", "pcie", "probe", "extra"}
+    structured = {"ecc", "ecc_counters", "error_codes", "error_information", "processes", "pcie", "probe", "extra"}
     for field in dataclasses.fields(ChipSample):
         if field.name not in structured:
             assert field.name in CHIP_FACTS, field.name

@@ -35,8 +35,10 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ...model import MIB, ChipSample, ProcessSample, SourceStatus
 from ..base import Parts, SourceContext, SourceSpec, Tier, allowed_age, judge_status
+from . import extras as npusmi_extras
 from . import kv as npusmi_kv
 from .common import NpuSmiParseError
+from .identity import IdentityCache, cache_path, read_mapping
 from .table import MainTable, parse_info
 from ..runner import CommandResult, CommandRunner
 
@@ -45,14 +47,26 @@ log = logging.getLogger(__name__)
 TABLE_SOURCE = "npu-smi"
 
 QUERY_PARSERS = {
-    "usages": npusmi_kv.parse_usages,
+    "usages": npusmi_extras.merged(npusmi_kv.parse_usages, npusmi_extras.parse_usages_extra),
     "power": npusmi_kv.parse_power,
     "health": npusmi_kv.parse_health,
-    "ecc": npusmi_kv.parse_ecc,
-    "board": npusmi_kv.parse_board,
+    "ecc": npusmi_extras.merged(npusmi_kv.parse_ecc, npusmi_extras.parse_ecc_counters),
+    "board": npusmi_extras.merged(npusmi_kv.parse_board, npusmi_extras.parse_card_serial),
+    # Only npu-exporter's families need these three: off unless the config or npu_exporter_compat turns them on.
+    "common": npusmi_extras.parse_common_extra,  # AI Core frequency
+    "memory": npusmi_extras.parse_memory_extra,  # HBM temperature
+    "volt": npusmi_extras.parse_volt,
+    # The chip's ids and die id: `info -m` (read first, in the same poll), then `-t board -i N -c C` per chip.
+    "identity": npusmi_extras.parse_chip_identity,
 }
 QUERY_TYPES = tuple(QUERY_PARSERS)
-PER_CHIP_QUERIES = frozenset(("health",))
+# The npu-smi `-t` type a query asks, where its name is not that type.
+NPU_SMI_TYPES = {"identity": "board"}
+PER_CHIP_QUERIES = frozenset(("health", "volt", "identity"))
+BACKGROUND_QUERIES = frozenset(("volt", "identity"))  # per-chip sweeps of values that hardly change
+# Seconds between polls of the compat-only queries when the config leaves them unset and npu_exporter_compat
+# is on: slow enough for an A3 (2 s a call, 16 chips) to keep up with its other tiers on two npu-smi slots.
+COMPAT_QUERY_SECONDS = {"common": 120.0, "memory": 300.0, "volt": 600.0}
 # What a default `npumon check` asks besides the table: error codes and ECC counts, what fits NRPE's 10 s at
 # real npu-smi speed on 8 cards. Power and AI Core are in the main table on every product; usages (vector,
 # cube, memory bandwidth) and board (firmware, compatibility) come with --full.
@@ -62,6 +76,7 @@ QUICK_QUERIES = frozenset(("health", "ecc"))
 CARD_WIDE_QUERIES = frozenset(("board",))
 
 
+IDENTITY_SWEEP_AFTER_SECONDS = 120.0  # the die-id sweep waits for the other tiers' first polls (an A3: 30 s of calls)
 RETRY_FAILED_TIER_SECONDS = 60.0  # a query tier with a longer interval whose poll failed tries again this soon
 FIRST_TABLE_WAIT_SECONDS = 1.0  # a query tier that ran before the first main table was read tries again this soon
 
@@ -97,7 +112,7 @@ class NpuSmiSource:
 
     def __init__(self, runner: CommandRunner, clock: Callable[[], float] = time.time,
                  intervals: Optional[Dict[str, float]] = None, table_interval: float = 15.0,
-                 max_age: float = 120.0, quick_pass: bool = False):
+                 max_age: float = 120.0, quick_pass: bool = False, identity_cache: Optional[IdentityCache] = None):
         self.runner = runner
         self.clock = clock
         self.intervals = dict(intervals or {})  # query type -> seconds between polls
@@ -115,12 +130,23 @@ class NpuSmiSource:
         self._chip_option_unsupported = False  # 950: "does not support input parameter of -c"
         self._resume_at: Dict[str, int] = {}  # query type -> index of the first call its last poll left out
         self._overrunning = set()  # tiers whose last poll left calls out (warned once until they finish again)
+        # The identity tier's answers outlive the process in this file: a quick `npumon check` reads the ids from
+        # it rather than ask npu-smi (info -m and one -t board per chip are too slow for NRPE's 10 s).
+        self._identity_cache = identity_cache
+        # The daemon takes them too: after a restart the ids are there with the first table, and the hourly sweep
+        # need not crowd the other tiers at start.
+        self._cached_identity = identity_cache.load(clock()) if identity_cache is not None else None
+        self._identity_from_cache = False
+        self._mapping_read = False  # the daemon's first identity poll reads info -m alone
+        self._mapping_unsupported = False
 
     # -- the source contract (sources/base.py) ------------------------------------------------------
 
     def tiers(self) -> List[Tier]:
+        # The identity tier runs at once (every compat series needs its ids), then rarely.
         return [Tier(TABLE_SOURCE, self.table_interval, primary=True, first_run=0.0)] + [
-            Tier(query_source_name(query), self.intervals.get(query, 0.0), quick=query in QUICK_QUERIES)
+            Tier(query_source_name(query), self.intervals.get(query, 0.0), quick=query in QUICK_QUERIES,
+                 first_run=0.0 if query == "identity" else None)
             for query in QUERY_TYPES]
 
     def poll(self, tier: str, chips: Sequence[ChipSample] = ()) -> Optional[float]:
@@ -129,8 +155,15 @@ class NpuSmiSource:
             self.poll_table()
             return None
         interval = self.intervals.get(query, 0.0)
+        if query == "identity" and self._identity_from_cache:
+            return self._identity_taken_from_cache()
+        if query == "identity" and self.table_read() and not self._mapping_read and self.runner.not_after is None:
+            return self._first_mapping_only()
+        mapping_problem = self._poll_mapping() if query == "identity" and self.table_read() else None
         # The whole tier (one call per card) must end before its next run is due, however many cards hang.
         self.poll_query(query, budget_seconds=max(interval, self.runner.timeout_seconds))
+        if query == "identity":
+            self._after_identity_poll(mapping_problem)
         # A query tier that could not run must not leave its values empty for a whole interval.
         if not self.table_read():
             return FIRST_TABLE_WAIT_SECONDS  # it ran before npu-smi's first table came back, so it asked no card
@@ -167,6 +200,7 @@ class NpuSmiSource:
                     len(table.problems), len(table.chips), table.problems[0],
                     "" if len(table.problems) == 1 else " (and {} more)".format(len(table.problems) - 1))
                 return
+            self._apply_cached_identity(table, started)
             known = {chip.npu for chip in table.chips}
             # forget per-chip values of chips that left the table
             for key in [key for key in self._query_values if key[0] not in known]:
@@ -189,6 +223,8 @@ class NpuSmiSource:
         if table is None or not table_ok:
             poll.ok, poll.error, poll.waiting_on = False, "skipped while the main table cannot be read", TABLE_SOURCE
             return
+        if poll.waiting_on is not None and poll.last_success is None:
+            poll.error = "not polled yet"  # it waited for the first table; its first poll runs now (not down)
         poll.waiting_on = None
         started = self.clock()
         targets = self._targets(query, table)
@@ -205,7 +241,9 @@ class NpuSmiSource:
                 return True, None  # no time or slot left: not npu-smi's failure; the card is asked first next time
             return False, self._absorb(query, target, result, started)
 
-        outcomes = self._run_many(targets, name, deadline, take_in)
+        # Per-chip sweeps of what hardly changes take one slot at a time, never every slot for a minute.
+        workers = 1 if query in BACKGROUND_QUERIES else None
+        outcomes = self._run_many(targets, name, deadline, take_in, workers)
         # Not started, or cut off at the budget before its own deadline: asked first next time, no failure.
         left_out = [index for index, (skipped, _) in enumerate(outcomes) if skipped]
         self._resume_at[query] = first + left_out[0] if left_out else 0
@@ -260,14 +298,16 @@ class NpuSmiSource:
             # The table prints every chip's health; only a chip that is not OK has error codes to ask for.
             rows = [chip for chip in rows if chip.health != "OK"]
         cards = sorted({chip.npu for chip in rows})
+        npu_smi_type = NPU_SMI_TYPES.get(query, query)
         if query in PER_CHIP_QUERIES and not self._chip_option_unsupported:
-            return [((chip.npu, chip.chip), ["info", "-t", query, "-i", str(chip.npu), "-c", str(chip.chip)])
+            return [((chip.npu, chip.chip), ["info", "-t", npu_smi_type, "-i", str(chip.npu), "-c", str(chip.chip)])
                     for chip in rows]
-        return [((npu, None), ["info", "-t", query, "-i", str(npu)]) for npu in cards]
+        return [((npu, None), ["info", "-t", npu_smi_type, "-i", str(npu)]) for npu in cards]
 
     def _run_many(self, targets: Sequence[Tuple[Tuple[int, Optional[int]], List[str]]], label: str,
                   deadline: Optional[float],
-                  take_in: Callable[[Tuple[int, Optional[int]], CommandResult], _Outcome]) -> List[_Outcome]:
+                  take_in: Callable[[Tuple[int, Optional[int]], CommandResult], _Outcome],
+                  workers: Optional[int] = None) -> List[_Outcome]:
         """The calls, as many at a time as the runner has slots, each answer handed to `take_in` as it comes;
         with a deadline (time.monotonic()) a call that cannot start before it is left out (started=False) and
         one that runs is cut off at it."""
@@ -277,7 +317,7 @@ class NpuSmiSource:
 
         if len(targets) <= 1:
             return [run_one(target) for target in targets]
-        with concurrent.futures.ThreadPoolExecutor(max_workers=self.runner.max_concurrent) as pool:
+        with concurrent.futures.ThreadPoolExecutor(max_workers=workers or self.runner.max_concurrent) as pool:
             return list(pool.map(run_one, targets))
 
     def _absorb(self, query: str, target: Tuple[int, Optional[int]], result: CommandResult,
@@ -308,6 +348,64 @@ class NpuSmiSource:
                 fields = self._query_values.setdefault((npu, chip), {})
                 for name, value in chip_values.items():
                     fields[name] = (query, when, value)
+        return None
+
+    # -- identity: info -m, the die ids, and their cache ---------------------------------------------------
+
+    def _poll_mapping(self) -> Optional[str]:
+        """Read `npu-smi info -m` into every chip's device_id / phy_id; None, or what went wrong."""
+        if self._mapping_unsupported:
+            return None
+        started = self.clock()
+        values, problem, self._mapping_unsupported = read_mapping(self.runner, query_source_name("identity"))
+        with self._lock:
+            for key, chip_values in values.items():
+                fields = self._query_values.setdefault(key, {})
+                for name, value in chip_values.items():
+                    fields[name] = ("identity", started, value)
+        return problem
+
+    def _after_identity_poll(self, mapping_problem: Optional[str]) -> None:
+        poll = self._polls[query_source_name("identity")]
+        if mapping_problem is not None:
+            poll.ok = False
+            poll.error = mapping_problem if poll.error is None else "{}; {}".format(mapping_problem, poll.error)
+        if self._identity_cache is not None and poll.ok and self.table_read():
+            self._identity_cache.save(self.chips(self.clock()), self.clock())
+
+    def _apply_cached_identity(self, table: MainTable, when: float) -> None:
+        """A quick pass takes the ids the cache holds when the cache describes this very table (same chips,
+        same bus ids); called with the lock held."""
+        cached, self._cached_identity = self._cached_identity, None
+        if not cached:
+            return
+        matching = cached.matching(table.chips)
+        for key, values in matching.items():
+            fields = self._query_values.setdefault(key, {})
+            for name, value in values.items():
+                fields.setdefault(name, ("identity", when, value))
+        self._identity_from_cache = bool(matching)
+
+    def _first_mapping_only(self) -> float:
+        """The daemon's first identity poll reads only `info -m` (one call: the ids every compat series needs);
+        the per-chip die-id sweep follows once the other tiers have had their first polls."""
+        started = self.clock()
+        problem = self._poll_mapping()
+        poll = self._polls.setdefault(query_source_name("identity"), _Poll())
+        poll.duration = self.clock() - started
+        poll.ok, poll.error, poll.waiting_on = problem is None, problem, None
+        if problem is None:
+            self._mapping_read = True
+            poll.last_success = started
+            return min(IDENTITY_SWEEP_AFTER_SECONDS, self.intervals.get("identity") or IDENTITY_SWEEP_AFTER_SECONDS)
+        return RETRY_FAILED_TIER_SECONDS
+
+    def _identity_taken_from_cache(self) -> None:
+        """The first identity poll after the cache was taken: nothing to ask until the next hourly sweep."""
+        self._identity_from_cache = False
+        poll = self._polls.setdefault(query_source_name("identity"), _Poll())
+        now = self.clock()
+        poll.ok, poll.error, poll.duration, poll.last_success = True, None, 0.0, now
         return None
 
     # -- reading ---------------------------------------------------------------------------------------
@@ -387,11 +485,22 @@ def _parse_table(result: CommandResult) -> Tuple[Optional[MainTable], Optional[s
 def build(context: SourceContext) -> NpuSmiSource:
     """Always on: npu-smi is how npumon knows the chips. Its calls go through the one npu-smi runner, whose
     priority slot keeps the main table from waiting behind hanging query calls."""
-    poll = context.config.poll
-    return NpuSmiSource(context.npu_smi, clock=context.clock,
-                        intervals={query: getattr(poll, query + "_seconds") for query in QUERY_TYPES},
-                        table_interval=poll.table_seconds, max_age=context.config.max_age_seconds,
-                        quick_pass=context.quick_pass)
+    config = context.config
+    return NpuSmiSource(context.npu_smi, clock=context.clock, intervals=query_intervals(config),
+                        table_interval=config.poll.table_seconds, max_age=config.max_age_seconds,
+                        quick_pass=context.quick_pass, identity_cache=IdentityCache(cache_path(context)))
+
+
+def query_intervals(config) -> Dict[str, float]:
+    """Seconds between polls of each query; a compat-only query left unset polls when npu_exporter_compat is on."""
+    compat = config.exporter.npu_exporter_compat
+    intervals = {}
+    for query in QUERY_TYPES:
+        seconds = getattr(config.poll, query + "_seconds")
+        if seconds is None:
+            seconds = COMPAT_QUERY_SECONDS.get(query, 0.0) if compat else 0.0
+        intervals[query] = seconds
+    return intervals
 
 
 # The chip record's own facts and families (temperature, utilisation, memory, ECC, ...) belong to the model
