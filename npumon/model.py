@@ -49,8 +49,12 @@ class ChipSample:
     name: Optional[str] = None
     health: Optional[str] = None
     bus_id: Optional[str] = None
-    device_id: Optional[int] = None  # logical id = /dev/davinciN where npu-smi prints it
-    phy_id: Optional[int] = None  # A3 only
+    device_id: Optional[int] = None  # logical id = /dev/davinciN ("Chip Logic ID" of `npu-smi info -m`)
+    phy_id: Optional[int] = None  # physical id where npu-smi prints one (A3 Phy-ID)
+    # the chip's die id as npu-exporter formats it ("XXXXXXXX-XXXXXXXX-XXXXXXXX-XXXXXXXX-XXXXXXXX"), from
+    # `-t board -i N -c C` VDie ID (310P: Die ID)
+    vdie_id: Optional[str] = None
+    model_name: Optional[str] = None  # "<Chip Name>-<Chip Type>-<Chip Version>", e.g. "910B3-Ascend-V1"
     temperature_celsius: Optional[float] = None
     power_watts: Optional[float] = None
     aicore_ratio: Optional[float] = None
@@ -66,6 +70,12 @@ class ChipSample:
     memory_total_bytes: Optional[int] = None
     hbm_used_bytes: Optional[int] = None
     hbm_total_bytes: Optional[int] = None
+    hbm_usage_ratio: Optional[float] = None  # `-t usages` HBM Usage Rate, 0..1
+    hbm_temperature_celsius: Optional[float] = None  # `-t memory`
+    aicore_freq_mhz: Optional[float] = None  # `-t common` Aicore curFreq
+    voltage_volts: Optional[float] = None  # `-t volt`
+    card_power_watts: Optional[float] = None  # 310P: the whole card's power, printed by its MCU (`-t common`)
+    serial_number: Optional[str] = None  # the card's, from `-t board -i N`
     hugepages_used: Optional[int] = None
     hugepages_total: Optional[int] = None
     ecc_single_bit_errors: Optional[int] = None
@@ -73,6 +83,9 @@ class ChipSample:
     ecc_isolated_pages: Optional[int] = None
     # per memory ("hbm", "ddr") -> {"single": n, "double": n, "isolated_pages": n}
     ecc: Optional[Dict[str, Dict[str, Optional[int]]]] = None
+    # per memory -> npu-smi's own counters as printed: "aggregate_single", "aggregate_double" (lifetime totals),
+    # "isolated_single", "isolated_double" (pages)
+    ecc_counters: Optional[Dict[str, Dict[str, Optional[int]]]] = None
     error_codes: List[str] = field(default_factory=list)
     error_information: List[str] = field(default_factory=list)
     firmware_version: Optional[str] = None

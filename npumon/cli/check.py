@@ -87,12 +87,14 @@ def cmd_check(args: argparse.Namespace) -> int:
         document["status"], document["error"] = "unknown", incomplete
     if args.textfile:
         from ..outputs.exporter import ExporterView, build_registry
+        from ..outputs.npu_exporter import resolve_node_label
         from ..outputs.textfile import TextfileError, write_textfile
 
         view = ExporterView(snapshot=snapshot, findings=findings, driver_version=snapshot.driver_version)
         try:
-            write_textfile(args.textfile, build_registry(lambda: view,
-                                                         npu_exporter_compat=config.exporter.npu_exporter_compat))
+            write_textfile(args.textfile, build_registry(
+                lambda: view, npu_exporter_compat=config.exporter.npu_exporter_compat,
+                node=resolve_node_label(config.exporter.node_label)))
         except TextfileError as exc:
             return _check_unknown(args, str(exc))
     args.exit_code = EXIT_CODES[document["status"]]  # also when a closed pipe cuts the printing short

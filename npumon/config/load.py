@@ -164,7 +164,8 @@ def _validate(config: Config, node: yaml.Node, path: str) -> None:
     if not config.npu_smi.strip():
         problems.append(("npu_smi", "must not be empty"))
     for poll_field in dataclasses.fields(PollConfig):
-        if getattr(config.poll, poll_field.name) < 0:
+        seconds = getattr(config.poll, poll_field.name)
+        if seconds is not None and seconds < 0:
             problems.append(("poll." + poll_field.name, "must be 0 (off) or more"))
     if config.poll.table_seconds <= 0:
         problems.append(("poll.table_seconds", "must be greater than 0 (the main table is always polled)"))
@@ -176,6 +177,13 @@ def _validate(config: Config, node: yaml.Node, path: str) -> None:
         parse_listen(config.exporter.listen)
     except WebServerError as exc:
         problems.append(("exporter.listen", str(exc)))
+    if config.exporter.npu_exporter_listen is not None:
+        try:
+            parse_listen(config.exporter.npu_exporter_listen)
+        except WebServerError as exc:
+            problems.append(("exporter.npu_exporter_listen", str(exc)))
+        if not config.exporter.npu_exporter_compat:
+            problems.append(("exporter.npu_exporter_listen", "needs npu_exporter_compat: true"))
     from ..rules.loader import default_params  # late import: the rules package imports model, not config
 
     known_params = default_params()

@@ -26,6 +26,12 @@ class PollConfig:
     health_seconds: float = 60.0
     ecc_seconds: float = 300.0
     board_seconds: float = 3600.0
+    # `info -m` + `-t board -i N -c C` per chip: logical and physical ids, die id, model name (read at start)
+    identity_seconds: float = 3600.0
+    # Read only for npu-exporter's families: unset = off, or these intervals with exporter.npu_exporter_compat
+    common_seconds: Optional[float] = None  # AI Core frequency (60 with compat)
+    memory_seconds: Optional[float] = None  # HBM temperature (300 with compat)
+    volt_seconds: Optional[float] = None  # voltage, one call per chip (300 with compat)
     host_seconds: float = 15.0
 
 
@@ -33,6 +39,11 @@ class PollConfig:
 class ExporterConfig:
     listen: str = "0.0.0.0:9842"
     npu_exporter_compat: bool = False
+    # A second listener serving only npu-exporter's families at /metrics, e.g. "0.0.0.0:8082" (npu-exporter's
+    # default port), so scrape configs and DaemonSets made for npu-exporter work unchanged
+    npu_exporter_listen: Optional[str] = None
+    # Value of a `node` label on npu-exporter's families (Kubernetes node name); "$VAR" reads environment VAR
+    node_label: Optional[str] = None
     tls_cert_file: Optional[str] = None
     tls_key_file: Optional[str] = None
 

@@ -29,6 +29,7 @@ from ..config.schema import Config
 from ..model import SourceStatus
 from ..outputs.call_metrics import CallStatsCollector
 from ..outputs.exporter import ExporterView, build_registry
+from ..outputs.npu_exporter import resolve_node_label
 from ..outputs.report import SCHEMA, rfc3339, status_document
 from ..outputs.web import WebServer, WebServerError, parse_listen
 from ..rules.engine import RuleEngine
@@ -66,8 +67,10 @@ class Daemon:
         self.notifier = Notifier()
         self.jobs = Jobs()
         self.scheduler = self.jobs.scheduler
-        self.registry = build_registry(self.view, npu_exporter_compat=config.exporter.npu_exporter_compat)
+        node = resolve_node_label(config.exporter.node_label)
+        self.registry = build_registry(self.view, npu_exporter_compat=config.exporter.npu_exporter_compat, node=node)
         self.web = self._web_server(config)
+        self.npu_exporter_web = self._npu_exporter_web_server(config, node)
         self.collection = SourceSet(config, target)
         self.registry.register(CallStatsCollector(lambda: self.collection.npu_smi.stats))
         self.events = None  # the event history, when the config keeps one (set by its service)
@@ -86,6 +89,19 @@ class Daemon:
                              tls_cert=exporter.tls_cert_file, tls_key=exporter.tls_key_file)
         except WebServerError as exc:  # the listen address is fine: it is the TLS files
             raise StartupError("{}: exporter.tls_cert_file: {}".format(config.source, exc)) from None
+
+    def _npu_exporter_web_server(self, config: Config, node: Optional[str]) -> Optional[WebServer]:
+        """exporter.npu_exporter_listen: npu-exporter's families alone, where a scrape config made for
+        npu-exporter looks (its default port is 8082, its path /metrics)."""
+        listen = config.exporter.npu_exporter_listen
+        if listen is None:
+            return None
+        registry = build_registry(self.view, node=node, only_npu_exporter=True)
+        try:
+            return WebServer(listen, registry, self.status, self.health,
+                             tls_cert=config.exporter.tls_cert_file, tls_key=config.exporter.tls_key_file)
+        except WebServerError as exc:
+            raise StartupError("{}: exporter.npu_exporter_listen: {}".format(config.source, exc)) from None
 
     def _listen_origin(self) -> str:
         """Where the listen address came from, for error messages."""
@@ -214,6 +230,13 @@ class Daemon:
         except WebServerError as exc:
             self.collection.close()
             raise StartupError("{}: {}".format(self._listen_origin(), exc)) from None
+        if self.npu_exporter_web is not None:
+            try:
+                self.npu_exporter_web.start()
+            except WebServerError as exc:
+                self.web.stop()
+                self.collection.close()
+                raise StartupError("{}: exporter.npu_exporter_listen: {}".format(self.config.source, exc)) from None
         self.services = self._start_services()
         self._schedule()
         self.jobs.start()
@@ -286,6 +309,8 @@ class Daemon:
         self.notifier.stopping()
         self.jobs.shutdown()
         self.web.stop()
+        if self.npu_exporter_web is not None:
+            self.npu_exporter_web.stop()
         deadline = time.monotonic() + STOP_GRACE_SECONDS
         closer = threading.Thread(target=self._close_collection, name="npumon-stop", daemon=True)
         closer.start()

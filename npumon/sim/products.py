@@ -16,7 +16,7 @@ FAMILY_310B = "310b"  # Atlas 200I / 500 A2 SoC boards
 
 # `-t` types the simulator can answer. A product lists the subset it supports; any other type that real
 # npu-smi knows gets "This device does not support querying <type>."
-SIMULATED_QUERIES = ("usages", "common", "power", "temp", "ecc", "health", "board", "memory")
+SIMULATED_QUERIES = ("usages", "common", "power", "temp", "ecc", "health", "board", "memory", "volt")
 # `npu-smi set` knobs the simulator models (sim/knobs.py). A product lists those it has; the others get
 # "This device does not support setting <knob>."
 PWM_MODE, PWM_DUTY, NVE_LEVEL, CPU_FREQ_UP = "pwm-mode", "pwm-duty-ratio", "nve-level", "cpu-freq-up"

@@ -14,11 +14,12 @@ Layout rules from the npu-smi source and real captures (FORMATS.md section 4):
 
 from typing import List, Optional, Sequence
 
-from .products import FAMILY_310B, FAMILY_310P, FAMILY_910_93, ChipSlot, Product
+from .products import FAMILY_310B, FAMILY_310P, FAMILY_910B, FAMILY_910_93, ChipSlot, Product
 from .render_table import Chip
 from .values import ChipValues
 
 Lines = List[str]
+CORE_VOLTS = {FAMILY_910B: 0.8, FAMILY_910_93: 0.8, FAMILY_310P: 0.72, FAMILY_310B: 0.72}
 HEALTH_WITH_CODES = ("Warning", "Alarm", "Critical")
 
 
@@ -89,6 +90,8 @@ def _chip_block(product: Product, query: str, slot: ChipSlot, values: ChipValues
         return [_kv("Health", values.health)] if card_level else _health_detail(values.health, values.errors)
     if query == "memory":
         return _memory(product, slot, values)
+    if query == "volt":  # `Voltage(V) : 0.72` (FORMATS.md 4.9); the core rail barely moves, so a constant
+        return [_kv("Voltage(V)", "%.2f" % CORE_VOLTS[product.family])]
     if query == "common":
         return _common_chip(product, slot, values)
     return _chip_board(product, slot, firmware_version)

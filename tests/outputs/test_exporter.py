@@ -19,9 +19,9 @@ from npumon.outputs.exporter import (
     ExporterView,
     SnapshotCollector,
     build_registry,
-    compat_chip_id,
     render_families,
 )
+from npumon.outputs.npu_exporter import chip_id as compat_chip_id
 from npumon.model import (
     MIB,
     ChipSample,
@@ -51,8 +51,13 @@ def rich_snapshot():
         npu_util_ratio=0.3, hbm_bandwidth_ratio=0.12, ddr_bandwidth_ratio=0.0,
         memory_used_bytes=0, memory_total_bytes=0, hbm_used_bytes=3338 * MIB, hbm_total_bytes=65536 * MIB,
         ecc={"hbm": {"single": 4, "double": 1, "isolated_pages": 2}},
+        ecc_counters={"hbm": {"aggregate_single": 9, "aggregate_double": 1, "isolated_single": 2,
+                              "isolated_double": 0}},
         error_codes=["A4025021"],
         driver_version="23.0.7",
+        vdie_id="42C711D4-20B03704-4A10C8D4-14CC040A-D2102003", model_name="910B3-Ascend-V1",
+        hbm_usage_ratio=0.05, hbm_temperature_celsius=44.0, aicore_freq_mhz=1800.0, voltage_volts=0.8,
+        serial_number="1025C9048791",
         processes=[
             ProcessSample(npu=0, chip=0, pid=935440, name="python", memory_bytes=141 * MIB),
             ProcessSample(npu=0, chip=0, pid=935441, name="", memory_bytes=None),
@@ -166,10 +171,13 @@ def test_chip_values_in_base_units(rich):
 def test_chip_info_labels_and_driver_version_fallback(rich):
     assert series(rich, "npumon_chip_info") == {
         # chip A's own driver version wins over the snapshot's title-line version
-        labels(npu=0, chip=0, name="910B3", bus_id="0000:C1:00.0", driver_version="23.0.7"): 1.0,
-        labels(npu=1, chip=0, name="310P3", bus_id="0000:01:00.0", driver_version="23.0.6"): 1.0,
-        labels(npu=2, chip=1, name="", bus_id="", driver_version="23.0.6"): 1.0,
-        labels(npu=3, chip=0, name="910B3", bus_id="", driver_version="23.0.6"): 1.0,
+        labels(npu=0, chip=0, name="910B3", bus_id="0000:C1:00.0", driver_version="23.0.7", device_id=0,
+               phy_id="", vdie_id="42C711D4-20B03704-4A10C8D4-14CC040A-D2102003"): 1.0,
+        labels(npu=1, chip=0, name="310P3", bus_id="0000:01:00.0", driver_version="23.0.6", device_id=5,
+               phy_id="", vdie_id=""): 1.0,
+        labels(npu=2, chip=1, name="", bus_id="", driver_version="23.0.6", device_id="", phy_id=3, vdie_id=""): 1.0,
+        labels(npu=3, chip=0, name="910B3", bus_id="", driver_version="23.0.6", device_id="", phy_id="",
+               vdie_id=""): 1.0,
     }
     snapshot = rich_snapshot()
     snapshot.driver_version = None
@@ -289,29 +297,34 @@ def test_repeated_chip_keeps_its_first_values():
     assert series(found, "npumon_chip_temperature_celsius") == {labels(npu=0, chip=0): 40.0}
 
 
-def compat_labels(chip_id, model_name, bus=""):
-    return labels(id=chip_id, model_name=model_name, vdie_id="", pcie_bus_info=bus, namespace="",
+def compat_labels(chip_id, model_name, bus="", vdie_id=""):
+    return labels(id=chip_id, model_name=model_name, vdie_id=vdie_id, pcie_bus_info=bus, namespace="",
                   pod_name="", container_name="")
 
 
+A_VDIE = "42C711D4-20B03704-4A10C8D4-14CC040A-D2102003"
+
+
 def test_compat_series_use_npu_exporter_names_labels_and_units(rich):
-    a = compat_labels(0, "910B3", "0000:C1:00.0")
+    a = compat_labels(0, "910B3-Ascend-V1", "0000:C1:00.0", A_VDIE)
     b = compat_labels(5, "310P3", "0000:01:00.0")
     c = compat_labels(3, "")
+    d = compat_labels(3, "910B3")  # no id known yet: its place in npu-smi's list
     assert series(rich, "machine_npu_nums") == {frozenset(): 4.0}
     assert series(rich, "machine_card_nums") == {frozenset(): 4.0}
     assert series(rich, "machine_healthy_npu_nums") == {frozenset(): 1.0}
     assert series(rich, "machine_unhealthy_npu_nums") == {frozenset(): 1.0}
     assert series(rich, "machine_unknown_npu_nums") == {frozenset(): 2.0}
     assert series(rich, "npu_chip_info_name") == {
-        labels(id=0, name="910B3", vdie_id="", pcie_bus_info="0000:C1:00.0", namespace="", pod_name="",
+        labels(id=0, name="910B3-Ascend-V1", vdie_id=A_VDIE, pcie_bus_info="0000:C1:00.0", namespace="", pod_name="",
                container_name=""): 1.0,
+        labels(id=3, name="910B3", vdie_id="", pcie_bus_info="", namespace="", pod_name="", container_name=""): 1.0,
         labels(id=5, name="310P3", vdie_id="", pcie_bus_info="0000:01:00.0", namespace="", pod_name="",
                container_name=""): 1.0,
         labels(id=3, name="", vdie_id="", pcie_bus_info="", namespace="", pod_name="", container_name=""): 1.0,
     }
-    assert series(rich, "npu_chip_info_health_status") == {a: 1.0, b: 0.0}
-    assert series(rich, "npu_chip_info_temperature") == {a: 41.0, b: 55.0}
+    assert series(rich, "npu_chip_info_health_status") == {a: 1.0, b: 0.0, d: -1.0}
+    assert series(rich, "npu_chip_info_temperature") == {a: 41.0, b: 55.0, d: 40.0}
     assert series(rich, "npu_chip_info_power") == {a: 93.5}
     assert series(rich, "npu_chip_info_utilization") == {a: 29.0, b: 50.0}
     assert series(rich, "npu_chip_info_vector_utilization") == {a: 7.0, b: 25.0}
@@ -319,14 +332,14 @@ def test_compat_series_use_npu_exporter_names_labels_and_units(rich):
     assert series(rich, "npu_chip_info_overall_utilization") == {a: 30.0}
     assert series(rich, "npu_chip_info_hbm_total_memory") == {a: 65536.0}
     assert series(rich, "npu_chip_info_hbm_used_memory") == {a: 3338.0}
-    assert series(rich, "npu_chip_info_hbm_utilization") == {a: round(100.0 * 3338 / 65536, 6)}
+    assert series(rich, "npu_chip_info_hbm_utilization") == {a: 5.0}  # -t usages' HBM Usage Rate
     assert series(rich, "npu_chip_info_hbm_bandwidth_utilization") == {a: 12.0}
     # chip A's DDR is npu-smi's "0 / 0": npu-exporter has no DDR group for such chips
     assert series(rich, "npu_chip_info_total_memory") == {b: 21527.0}
     assert series(rich, "npu_chip_info_used_memory") == {b: 1024.0}
     assert series(rich, "npu_chip_info_hbm_ecc_single_bit_error_cnt") == {a: 4.0}
     assert series(rich, "npu_chip_info_hbm_ecc_double_bit_error_cnt") == {a: 1.0}
-    assert series(rich, "npu_chip_info_process_info_num") == {a: 2.0, b: 0.0, c: 0.0}
+    assert series(rich, "npu_chip_info_process_info_num") == {a: 2.0, b: 0.0, c: 0.0, d: 0.0}
     assert series(rich, "npu_chip_info_process_info") == {a | labels(process_id=935440, container_id=""): 141.0}
     assert series(rich, "npu_chip_info_error_code") == {a: float(0xA4025021), b: float(0xA4025021)}
     assert series(rich, "npu_chip_info_error_code_1") == {b: float(0x8C03A000)}
@@ -335,10 +348,10 @@ def test_compat_series_use_npu_exporter_names_labels_and_units(rich):
     assert series(rich, "npu_chip_info_error_code_9") == {b: 8.0}
 
 
-def test_compat_id_is_the_physical_id_else_the_logical_id():
-    assert compat_chip_id(ChipSample(npu=0, chip=1, phy_id=3, device_id=1)) == 3
-    assert compat_chip_id(ChipSample(npu=0, chip=1, device_id=1)) == 1
-    assert compat_chip_id(ChipSample(npu=0, chip=1)) is None
+def test_compat_id_is_the_physical_id_else_the_logical_id_else_the_place_in_the_list():
+    assert compat_chip_id(ChipSample(npu=0, chip=1, phy_id=3, device_id=1), 7) == 3
+    assert compat_chip_id(ChipSample(npu=0, chip=1, device_id=1), 7) == 1
+    assert compat_chip_id(ChipSample(npu=0, chip=1), 7) == 7
 
 
 def test_compat_is_off_by_default():
@@ -366,10 +379,19 @@ def test_collector_reads_the_view_at_each_scrape_and_registry_holds_nothing_else
 @pytest.mark.skipif(shutil.which("promtool") is None,
                     reason="promtool not on PATH (Debian: apt-get install prometheus)")
 def test_promtool_check_metrics_prints_nothing():
-    text = render(ExporterView(snapshot=rich_snapshot(), findings=FINDINGS), compat=True)
+    text = render(ExporterView(snapshot=rich_snapshot(), findings=FINDINGS))
     result = subprocess.run(["promtool", "check", "metrics"], input=text.encode(), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, timeout=30)
     assert (result.returncode, result.stdout, result.stderr) == (0, b"", b"")
+    # With compat on, promtool's only remark is on npu-exporter's own camelCase label names, kept as they are
+    # because dashboards select on them (exporterVersion, driverVersion).
+    text = render(ExporterView(snapshot=rich_snapshot(), findings=FINDINGS), compat=True)
+    result = subprocess.run(["promtool", "check", "metrics"], input=text.encode(), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, timeout=30)
+    remarks = set(result.stderr.decode().splitlines())
+    assert (result.stdout, remarks) == (b"", {
+        "node_base_info label names should be written in 'snake_case' not 'camelCase'",
+        "npu_exporter_version_info label names should be written in 'snake_case' not 'camelCase'"})
 
 
 # --- textfile ---------------------------------------------------------------------------------------------

@@ -28,8 +28,10 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ...model import MIB, ChipSample, ProcessSample, SourceStatus
 from ..base import Parts, SourceContext, SourceSpec, Tier, allowed_age, judge_status
+from . import extras as npusmi_extras
 from . import kv as npusmi_kv
 from .common import NpuSmiParseError
+from .identity import IdentityCache, cache_path, mapping_values
 from .table import MainTable, parse_info
 from ..runner import CommandResult, CommandRunner
 
@@ -38,14 +40,25 @@ log = logging.getLogger(__name__)
 TABLE_SOURCE = "npu-smi"
 
 QUERY_PARSERS = {
-    "usages": npusmi_kv.parse_usages,
+    "usages": npusmi_extras.merged(npusmi_kv.parse_usages, npusmi_extras.parse_usages_extra),
     "power": npusmi_kv.parse_power,
     "health": npusmi_kv.parse_health,
-    "ecc": npusmi_kv.parse_ecc,
-    "board": npusmi_kv.parse_board,
+    "ecc": npusmi_extras.merged(npusmi_kv.parse_ecc, npusmi_extras.parse_ecc_counters),
+    "board": npusmi_extras.merged(npusmi_kv.parse_board, npusmi_extras.parse_card_serial),
+    # Only npu-exporter's families need these three: off unless the config or npu_exporter_compat turns them on.
+    "common": npusmi_extras.parse_common_extra,  # AI Core frequency
+    "memory": npusmi_extras.parse_memory_extra,  # HBM temperature
+    "volt": npusmi_extras.parse_volt,
+    # The chip's ids and die id: `info -m` (read first, in the same poll), then `-t board -i N -c C` per chip.
+    "identity": npusmi_extras.parse_chip_identity,
 }
 QUERY_TYPES = tuple(QUERY_PARSERS)
-PER_CHIP_QUERIES = frozenset(("health",))
+# The npu-smi `-t` type a query asks, where its name is not that type.
+NPU_SMI_TYPES = {"identity": "board"}
+PER_CHIP_QUERIES = frozenset(("health", "volt", "identity"))
+# Seconds between polls of the compat-only queries when the config leaves them unset and npu_exporter_compat
+# is on: slow enough for an A3 (2 s a call, 16 chips) to keep up with its other tiers on two npu-smi slots.
+COMPAT_QUERY_SECONDS = {"common": 60.0, "memory": 300.0, "volt": 300.0}
 # What a default `npumon check` asks besides the table: error codes and ECC counts, what fits NRPE's 10 s at
 # real npu-smi speed on 8 cards. Power and AI Core are in the main table on every product; usages (vector,
 # cube, memory bandwidth) and board (firmware, compatibility) come with --full.
@@ -86,7 +99,7 @@ class NpuSmiSource:
 
     def __init__(self, runner: CommandRunner, clock: Callable[[], float] = time.time,
                  intervals: Optional[Dict[str, float]] = None, table_interval: float = 15.0,
-                 max_age: float = 120.0, quick_pass: bool = False):
+                 max_age: float = 120.0, quick_pass: bool = False, identity_cache: Optional[IdentityCache] = None):
         self.runner = runner
         self.clock = clock
         self.intervals = dict(intervals or {})  # query type -> seconds between polls
@@ -104,12 +117,19 @@ class NpuSmiSource:
         self._chip_option_unsupported = False  # 950: "does not support input parameter of -c"
         self._resume_at: Dict[str, int] = {}  # query type -> index of the first call its last poll left out
         self._overrunning = set()  # tiers whose last poll left calls out (warned once until they finish again)
+        # The identity tier's answers outlive the process in this file: a quick `npumon check` reads the ids from
+        # it rather than ask npu-smi (info -m and one -t board per chip are too slow for NRPE's 10 s).
+        self._identity_cache = identity_cache
+        self._cached_identity = identity_cache.load(clock()) if identity_cache is not None and quick_pass else None
+        self._mapping_unsupported = False
 
     # -- the source contract (sources/base.py) ------------------------------------------------------
 
     def tiers(self) -> List[Tier]:
+        # The identity tier runs at once (every compat series needs its ids), then rarely.
         return [Tier(TABLE_SOURCE, self.table_interval, primary=True, first_run=0.0)] + [
-            Tier(query_source_name(query), self.intervals.get(query, 0.0), quick=query in QUICK_QUERIES)
+            Tier(query_source_name(query), self.intervals.get(query, 0.0), quick=query in QUICK_QUERIES,
+                 first_run=0.0 if query == "identity" else None)
             for query in QUERY_TYPES]
 
     def poll(self, tier: str, chips: Sequence[ChipSample] = ()) -> Optional[float]:
@@ -118,8 +138,11 @@ class NpuSmiSource:
             self.poll_table()
             return None
         interval = self.intervals.get(query, 0.0)
+        mapping_problem = self._poll_mapping() if query == "identity" and self.table_read() else None
         # The whole tier (one call per card) must end before its next run is due, however many cards hang.
         self.poll_query(query, budget_seconds=max(interval, self.runner.timeout_seconds))
+        if query == "identity":
+            self._after_identity_poll(mapping_problem)
         # A query tier that could not run must not leave its values empty for a whole interval.
         if not self.table_read():
             return FIRST_TABLE_WAIT_SECONDS  # it ran before npu-smi's first table came back, so it asked no card
@@ -149,6 +172,7 @@ class NpuSmiSource:
                 return
             self._table, self._table_time = table, started
             poll.ok, poll.error, poll.last_success = True, None, started
+            self._apply_cached_identity(table, started)
             known = {chip.npu for chip in table.chips}
             # forget per-chip values of chips that left the table
             for key in [key for key in self._query_values if key[0] not in known]:
@@ -236,10 +260,11 @@ class NpuSmiSource:
             # The table prints every chip's health; only a chip that is not OK has error codes to ask for.
             rows = [chip for chip in rows if chip.health != "OK"]
         cards = sorted({chip.npu for chip in rows})
+        npu_smi_type = NPU_SMI_TYPES.get(query, query)
         if query in PER_CHIP_QUERIES and not self._chip_option_unsupported:
-            return [((chip.npu, chip.chip), ["info", "-t", query, "-i", str(chip.npu), "-c", str(chip.chip)])
+            return [((chip.npu, chip.chip), ["info", "-t", npu_smi_type, "-i", str(chip.npu), "-c", str(chip.chip)])
                     for chip in rows]
-        return [((npu, None), ["info", "-t", query, "-i", str(npu)]) for npu in cards]
+        return [((npu, None), ["info", "-t", npu_smi_type, "-i", str(npu)]) for npu in cards]
 
     def _run_many(self, argvs: Sequence[List[str]], label: str,
                   deadline: Optional[float] = None) -> List[CommandResult]:
@@ -282,6 +307,52 @@ class NpuSmiSource:
                 for name, value in chip_values.items():
                     fields[name] = (query, when, value)
         return None
+
+    # -- identity: info -m, the die ids, and their cache ---------------------------------------------------
+
+    def _poll_mapping(self) -> Optional[str]:
+        """Read `npu-smi info -m` into every chip's device_id / phy_id; None, or what went wrong."""
+        if self._mapping_unsupported:
+            return None
+        started = self.clock()
+        result = self.runner.run(["info", "-m"], label=query_source_name("identity"))
+        if result.timed_out or result.error or result.killed_by_signal:
+            return "info -m " + result.describe_failure()
+        refusal = npusmi_kv.classify_error(result.output)
+        if refusal is not None and refusal.kind in ("unsupported", "unknown_command"):
+            self._mapping_unsupported = True  # the ids then come from the main table alone
+            return None
+        if refusal is not None:
+            return "info -m: " + refusal.message
+        try:
+            rows = npusmi_kv.parse_mapping(result.output)
+        except NpuSmiParseError as exc:
+            return "info -m: unreadable output: {}".format(exc)
+        with self._lock:
+            for key, values in mapping_values(rows).items():
+                fields = self._query_values.setdefault(key, {})
+                for name, value in values.items():
+                    fields[name] = ("identity", started, value)
+        return None
+
+    def _after_identity_poll(self, mapping_problem: Optional[str]) -> None:
+        poll = self._polls[query_source_name("identity")]
+        if mapping_problem is not None:
+            poll.ok = False
+            poll.error = mapping_problem if poll.error is None else "{}; {}".format(mapping_problem, poll.error)
+        if self._identity_cache is not None and poll.ok and self.table_read():
+            self._identity_cache.save(self.chips(self.clock()), self.clock())
+
+    def _apply_cached_identity(self, table: MainTable, when: float) -> None:
+        """A quick pass takes the ids the cache holds when the cache describes this very table (same chips,
+        same bus ids); called with the lock held."""
+        cached, self._cached_identity = self._cached_identity, None
+        if not cached:
+            return
+        for key, values in cached.matching(table.chips).items():
+            fields = self._query_values.setdefault(key, {})
+            for name, value in values.items():
+                fields.setdefault(name, ("identity", when, value))
 
     # -- reading ---------------------------------------------------------------------------------------
 
@@ -352,11 +423,22 @@ def _parse_table(result: CommandResult) -> Tuple[Optional[MainTable], Optional[s
 def build(context: SourceContext) -> NpuSmiSource:
     """Always on: npu-smi is how npumon knows the chips. Its calls go through the one npu-smi runner, whose
     priority slot keeps the main table from waiting behind hanging query calls."""
-    poll = context.config.poll
-    return NpuSmiSource(context.npu_smi, clock=context.clock,
-                        intervals={query: getattr(poll, query + "_seconds") for query in QUERY_TYPES},
-                        table_interval=poll.table_seconds, max_age=context.config.max_age_seconds,
-                        quick_pass=context.quick_pass)
+    config = context.config
+    return NpuSmiSource(context.npu_smi, clock=context.clock, intervals=query_intervals(config),
+                        table_interval=config.poll.table_seconds, max_age=config.max_age_seconds,
+                        quick_pass=context.quick_pass, identity_cache=IdentityCache(cache_path(context)))
+
+
+def query_intervals(config) -> Dict[str, float]:
+    """Seconds between polls of each query; a compat-only query left unset polls when npu_exporter_compat is on."""
+    compat = config.exporter.npu_exporter_compat
+    intervals = {}
+    for query in QUERY_TYPES:
+        seconds = getattr(config.poll, query + "_seconds")
+        if seconds is None:
+            seconds = COMPAT_QUERY_SECONDS.get(query, 0.0) if compat else 0.0
+        intervals[query] = seconds
+    return intervals
 
 
 # The chip record's own facts and families (temperature, utilisation, memory, ECC, ...) belong to the model

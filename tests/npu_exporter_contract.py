@@ -1,0 +1,70 @@
+"""npu-exporter's output contract, written out from shared/reference/npu-exporter/COMPAT.md (section 2 label
+sets, section 5 HELP texts, verbatim from npu-exporter's code) rather than from npumon's module, so that a drift
+on either side fails; and the README's per-product mapping table, read as the tests' expectation."""
+
+import os
+import re
+
+from paths import REPO
+
+L1 = ("id", "model_name", "vdie_id", "pcie_bus_info", "namespace", "pod_name", "container_name")
+LN = ("id", "name", "vdie_id", "pcie_bus_info", "namespace", "pod_name", "container_name")
+L2 = L1 + ("process_id", "container_id")
+
+CONTRACT = {  # family: (labels, HELP)
+    "npu_exporter_version_info": (("exporterVersion",), "exporter version with value '1'"),
+    "node_base_info": (("exporterVersion", "driverVersion"), "the common information of this node"),
+    "machine_npu_nums": ((), "Amount of npu installed on the machine."),
+    "machine_card_nums": ((), "Amount of card installed on the machine."),
+    "machine_healthy_npu_nums": ((), "Amount of healthy npu on the machine."),
+    "machine_unhealthy_npu_nums": ((), "Amount of unhealthy npu on the machine."),
+    "machine_unknown_npu_nums": (
+        (), "Amount of the npus whose health status cannot be obtained via DCMI interface on the machine."),
+    "npu_chip_info_name": (LN, "the Ascend npu name with value '1'"),
+    "npu_chip_info_serial_number": (L1 + ("serial_number",), "the npu serial number information"),
+    "npu_chip_info_health_status": (L1, "the npu health status"),
+    "npu_chip_info_error_code": (L1, "the npu error code"),
+    "npu_chip_info_temperature": (L1, "the npu temperature"),
+    "npu_chip_info_power": (L1, "the npu power"),
+    "npu_chip_info_voltage": (L1, "the npu voltage"),
+    "npu_chip_info_aicore_current_freq": (L1, "the npu ai core current frequency, unit is 'MHz'"),
+    "npu_chip_info_process_info_num": (L1, "the npu process num"),
+    "npu_chip_info_process_info": (L2, "the npu process info, unit is 'MB'. if process run on host, "
+                                       "container_id and container_name will be empty"),
+    "npu_chip_info_utilization": (L1, "the ai core utilization"),
+    "npu_chip_info_overall_utilization": (L1, "the overall utilization of npu"),
+    "npu_chip_info_vector_utilization": (L1, "the vector utilization"),
+    "npu_chip_info_cube_utilization": (L1, "the cube utilization"),
+    "npu_chip_info_total_memory": (L1, "the npu total memory"),
+    "npu_chip_info_used_memory": (L1, "the npu used memory"),
+    "npu_chip_info_hbm_total_memory": (L1, "the npu hbm total memory"),
+    "npu_chip_info_hbm_used_memory": (L1, "the npu hbm used memory"),
+    "npu_chip_info_hbm_utilization": (L1, "the npu hbm utilization"),
+    "npu_chip_info_hbm_temperature": (L1, "the npu hbm temperature"),
+    "npu_chip_info_hbm_bandwidth_utilization": (L1, "the npu hbm bandwidth util rate"),
+    "npu_chip_info_hbm_ecc_single_bit_error_cnt": (L1, "HBM Single Bit Error Count"),
+    "npu_chip_info_hbm_ecc_double_bit_error_cnt": (L1, "HBM Double Bit Error Count"),
+    "npu_chip_info_hbm_ecc_total_single_bit_error_cnt": (L1, "HBM Single Bit Aggregate Total Err Cnt"),
+    "npu_chip_info_hbm_ecc_total_double_bit_error_cnt": (L1, "HBM Double Bit Aggregate Total Err Cnt"),
+    "npu_chip_info_hbm_ecc_single_bit_isolated_pages_cnt": (L1, "HBM Single Bit Isolated Pages Count"),
+    "npu_chip_info_hbm_ecc_double_bit_isolated_pages_cnt": (L1, "HBM Double Bit Isolated Pages Count"),
+}
+CONTRACT.update({"npu_chip_info_error_code_{}".format(n): (L1, "the npu error code") for n in range(1, 10)})
+
+VDIE = re.compile(r"[0-9A-F]{8}(-[0-9A-F]{8}){4}\Z")  # npu-exporter's vdie_id: %08X words joined by "-"
+
+
+def mapping_table():
+    """The README's per-product table: {family: {product: cell}} for every family its rows name."""
+    with open(os.path.join(REPO, "README.md"), encoding="utf-8") as handle:
+        lines = handle.read().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("| family | `atlas-800i-a2`"))
+    products = re.findall(r"`([a-z0-9-]+)`", lines[start])
+    table = {}
+    for line in lines[start + 2:]:
+        if not line.startswith("|"):
+            break
+        cells = [cell.strip() for cell in line.strip("|").split("|")]
+        for family in re.findall(r"`((?:npu|machine|node|container|vnpu)_[a-z_0-9]+)`", cells[0]):
+            table[family] = dict(zip(products, cells[1:1 + len(products)]))
+    return table
