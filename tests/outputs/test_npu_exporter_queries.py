@@ -127,10 +127,29 @@ def test_a_variable_regex_keeps_matches_or_their_group():
     ('npu_chip_info_name{job=~"a|b"}', 'npu_chip_info_name{p="x",job=~"a|b"}'),
     ('sum by (cluster, node) (k{r="huawei_com_Ascend910"}) / on(id) group_left(model_name) y',
      'sum by (cluster, node) (k{p="x",r="huawei_com_Ascend910"}) / on(id) group_left(model_name) y{p="x"}'),
-    ('label_replace(m * 1024, "d", "npu${1}", "id", "(.*)") != +Inf', 'label_replace(m{p="x"} * 1024, "d", "npu${1}", "id", "(.*)") != +Inf'),
+    ('label_replace(m * 1024, "d", "npu${1}", "id", "(.*)") != +Inf',
+     'label_replace(m{p="x"} * 1024, "d", "npu${1}", "id", "(.*)") != +Inf'),
     ("rate(x[5m] offset 1m) and vector(1)", 'rate(x{p="x"}[5m] offset 1m) and vector(1)'),
     ('{__name__=~"npu_.*"}', '{p="x",__name__=~"npu_.*"}'),
     ('x{p="y"}', 'x{p="y"}'),
 ])
 def test_scope_adds_the_matchers_to_every_selector_and_nothing_else(expr, expected):
     assert scope(expr, {"p": "x"}) == expected
+
+
+def consumer_queries(consumer):
+    """Every published query text (and rule record name) of a collected consumer."""
+    if consumer.startswith("mindxdl_"):
+        return {q.expr for q in queries.panel_queries(load(consumer + ".json"))}
+    if consumer.startswith("kubesphere_"):
+        return {q.title for q in queries.rule_queries(load(consumer + ".yaml"))}
+    return {entry["template"] for entry in load(consumer + ".yaml")["queries"]}
+
+
+def test_every_documented_exception_names_a_query_its_consumer_has():
+    from npumon.sim.products import PRODUCTS
+
+    for item in load("exceptions.yaml")["exceptions"]:
+        assert (item.get("query") or item.get("record")) in consumer_queries(item["consumer"]), item
+        assert set(item.get("products", [])) <= set(PRODUCTS), item
+        assert item["why"].strip(), item
