@@ -38,7 +38,9 @@ CONSUMERS = os.path.join(FIXTURES, "npu_exporter_consumers")
 PRODUCT_NAMES = sorted(PRODUCTS)
 NPU_EXPORTER_JOB = "npu-exporter"
 POLL = dict(FAST_POLL, table_seconds=1, host_seconds=1, usages_seconds=1, power_seconds=1, health_seconds=1,
-            ecc_seconds=1, board_seconds=300)
+            ecc_seconds=1, board_seconds=300,
+            # the die-id sweep follows info -m after min(120 s, identity_seconds): soon, for the join labels
+            identity_seconds=2, common_seconds=2, memory_seconds=2, volt_seconds=2)
 DATA_DEADLINE_SECONDS = 60  # only a failure waits this long
 RANGE_SECONDS = 60
 VDIE_ID = re.compile(r"[0-9A-F]{8}(?:-[0-9A-F]{8}){4}")
@@ -178,7 +180,9 @@ def _wait_scraped(fleet):
     while time.monotonic() < deadline:
         try:
             up = _api(fleet, "/api/v1/query", query="count_over_time(up[10s]) >= 3 and up == 1")["result"]
-            if len(up) == expected:
+            # and every chip's die id swept (an empty vdie_id: the identity tier has not answered yet)
+            unswept = _api(fleet, "/api/v1/query", query='npu_chip_info_name{vdie_id=""}')["result"]
+            if len(up) == expected and not unswept:
                 return
         except (requests.RequestException, ValueError):  # not listening yet, or not answering JSON yet
             pass
