@@ -100,10 +100,19 @@ def rich_snapshot():
 
 FINDINGS = [
     Finding(rule="numa_balancing_on", severity="warning", subject="host", summary="s", hint="h", since=NOW),
-    Finding(rule="chip_health", severity="critical", subject="npu1/chip0", summary="s", hint="h", since=NOW),
-    Finding(rule="chip_health", severity="critical", subject="npu1/chip0", summary="again", hint="h", since=NOW),
+    Finding(rule="chip_health", severity="critical", subject="npu1/chip0", summary="s", hint="h", since=NOW,
+            repair_action="reset_npu", level="RestartNPU"),
+    Finding(rule="chip_health", severity="critical", subject="npu1/chip0", summary="again", hint="h", since=NOW,
+            repair_action="reset_npu", level="RestartNPU"),
     Finding(rule="new_rule", severity="info", subject="npu0/chip0", summary="s", hint="h", since=NOW, shadow=True),
 ]
+
+
+def test_driver_fault_findings_export_their_repair_action_and_level():
+    found = series(samples(render(ExporterView(snapshot=rich_snapshot(), findings=FINDINGS))),
+                   "npumon_finding_repair_info")
+    assert found == {frozenset({"rule": "chip_health", "subject": "npu1/chip0", "repair_action": "reset_npu",
+                                "level": "RestartNPU"}.items()): 1.0}
 
 
 def render(view, compat=False):
