@@ -8,7 +8,7 @@ counted from the gaps in the sequence numbers. Every read is bounded: `limit` re
 
 import errno
 import os
-from typing import List, Optional, Tuple
+from typing import Callable, List, Optional, Tuple
 
 from .records import Record, parse_kmsg_record, split_file_records
 
@@ -23,8 +23,11 @@ class ReadError(Exception):
 class KmsgDevice:
     """/dev/kmsg, kept open between polls so that its read position is the stream's."""
 
-    def __init__(self, path: str):
+    def __init__(self, path: str, open_fd: Callable[..., int] = os.open, read_fd: Callable[[int, int], bytes] = os.read,
+                 close_fd: Callable[[int], None] = os.close):
+        """The os functions are parameters so that a test can stand in for the kernel's ring buffer."""
         self.path = path
+        self._open, self._read, self._close = open_fd, read_fd, close_fd
         self._fd: Optional[int] = None
 
     def read(self, after_seq: Optional[int], limit: int) -> Tuple[List[Record], int, bool]:
@@ -32,7 +35,7 @@ class KmsgDevice:
         more left). Raises ReadError when the device cannot be opened or read."""
         if self._fd is None:
             try:
-                self._fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+                self._fd = self._open(self.path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
             except OSError as exc:
                 raise ReadError("{}: {}{}".format(self.path, exc.strerror or exc, _permission_hint(exc))) from None
         records: List[Record] = []
@@ -41,7 +44,7 @@ class KmsgDevice:
             if len(records) >= limit:
                 return records, lost, True
             try:
-                data = os.read(self._fd, RECORD_BYTES)
+                data = self._read(self._fd, RECORD_BYTES)
             except BlockingIOError:
                 return records, lost, False
             except InterruptedError:
@@ -66,7 +69,7 @@ class KmsgDevice:
 
     def close(self) -> None:
         if self._fd is not None:
-            os.close(self._fd)
+            self._close(self._fd)
             self._fd = None
 
 

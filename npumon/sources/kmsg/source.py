@@ -44,15 +44,16 @@ class KmsgSource(SingleTierSource[Dict[str, int]]):
     name = NAME
 
     def __init__(self, config: FaultsConfig, root: str, state_dir: Optional[str], patterns: Sequence[Pattern],
-                 clock=time.time, max_age: float = 120.0):
-        """`state_dir` None: one pass (`npumon check`), from the start of the log, nothing saved."""
+                 clock=time.time, max_age: float = 120.0, device: Optional[KmsgDevice] = None):
+        """`state_dir` None: one pass (`npumon check`), from the start of the log, nothing saved; `device`:
+        the /dev/kmsg reader (a test's stands in for the kernel)."""
         super().__init__(config.interval_seconds, max_age, clock)
         self.config = config
         self.patterns = list(patterns)
         self.state_dir = state_dir
         self.boot_id = read_boot_id(os.path.join(root, BOOT_ID))
         self.file = LogFile(config.kmsg_path) if config.kmsg_path else None
-        self.device = None if self.file else KmsgDevice(os.path.join(root, KMSG_DEVICE))
+        self.device = None if self.file else device or KmsgDevice(os.path.join(root, KMSG_DEVICE))
         self.book = FaultBook(config.rate_limit_per_minute, config.max_faults, config.hold_seconds)
         self.stats = {"records": 0, "matched": 0, "lost": 0, "suppressed": 0, "reboots": 0}
         self._cursor: Dict[str, Any] = {}
@@ -70,7 +71,8 @@ class KmsgSource(SingleTierSource[Dict[str, int]]):
         self._chip_of_device = {int(device): (int(key[0]), int(key[1]))
                                 for device, key in (state.get("chips") or {}).items()
                                 if str(device).isdigit() and isinstance(key, list) and len(key) == 2}
-        same_boot = state.get("boot_id") is not None and state.get("boot_id") == self.boot_id
+        # A boot id that cannot be read (a container without /proc/sys/kernel) says nothing about reboots.
+        same_boot = state.get("boot_id") == self.boot_id or None in (state.get("boot_id"), self.boot_id)
         if state and not same_boot:
             cleared = self.book.after_reboot()
             self.stats["reboots"] += 1
