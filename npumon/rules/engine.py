@@ -132,6 +132,10 @@ class RuleEngine:
             self._on_acknowledge(rule_id, subject)
         return True
 
+    def cleared_by_reboot(self) -> List[str]:
+        """Ids of the rules whose findings a reboot of the host resolves (`reboot_clears`)."""
+        return sorted(compiled.rule.id for compiled in self._rules if compiled.rule.reboot_clears)
+
     def acknowledged(self) -> List[Tuple[str, str]]:
         with self._lock:
             return sorted(self._acknowledged)

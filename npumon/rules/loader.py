@@ -19,6 +19,7 @@ A rule file is a YAML mapping with two optional keys:
         sticky: true             # stays active until acknowledged
         repair_action: "{fault_repair_action}"   # template: what repairs it (none, restart_workload, reset_npu,
         level: "{fault_level}"   # reboot_host, inspect_hardware, replace_hardware), and the fault's level
+        reboot_clears: true      # a reboot of the host (a new boot id) resolves it, sticky or not
         enabled: false           # drop the rule (e.g. a built-in one)
 
 Files are applied in order (built-in first). A later entry with an existing id overrides only the keys
@@ -48,7 +49,7 @@ BUILTIN_RULES_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "b
 SUBJECT_KINDS = ("chip", "host")
 MODES = ("normal", "shadow")
 RULE_KEYS = ("id", "enabled", "subject", "expr", "for", "clear", "clear_for", "severity", "summary", "hint",
-             "labels", "mode", "sticky", "repair_action", "level")
+             "labels", "mode", "sticky", "repair_action", "level", "reboot_clears")
 REQUIRED_FOR_NEW_RULES = ("subject", "expr", "severity", "summary")
 _RULE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 _PARAM_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -71,6 +72,7 @@ class Rule:
     source: str  # "file:line" of the entry that last defined or overrode the rule
     repair_action: str = ""  # template; empty or null when rendered: the finding has none
     level: str = ""  # template of the fault's handling level, likewise
+    reboot_clears: bool = False  # a reboot (new boot id) resolves its findings, sticky ones too
 
 
 class RuleError(ValueError):
@@ -280,6 +282,7 @@ def _build_rule(entry: _Entry, params: Mapping[str, float]) -> Rule:
         source="{}:{}".format(entry.path, entry.line),
         repair_action=checker.repair_action(subject, params),
         level=checker.template("level", subject, params),
+        reboot_clears=checker.flag("reboot_clears"),
     )
 
 

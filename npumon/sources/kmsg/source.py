@@ -28,13 +28,12 @@ from .book import Entry, FaultBook
 from .config import FaultsConfig, faults_config_problems
 from .facts import EXTRA_KEY, STATS_KEY, chip_facts, host_facts
 from .reader import KmsgDevice, LogFile, ReadError
-from .state import load_state, read_boot_id, save_state
+from .state import BOOT_ID_PATH, load_state, read_boot_id, save_state
 
 log = logging.getLogger(__name__)
 
 NAME = "kmsg"
 KMSG_DEVICE = "dev/kmsg"
-BOOT_ID = "proc/sys/kernel/random/boot_id"
 ONE_PASS_MAX_RECORDS = 2000000  # `npumon check` reads the whole log, but not without end
 MORE_LEFT_RETRY_SECONDS = 1.0
 ChipKey = Tuple[int, int]
@@ -51,7 +50,7 @@ class KmsgSource(SingleTierSource[Dict[str, int]]):
         self.config = config
         self.patterns = list(patterns)
         self.state_dir = state_dir
-        self.boot_id = read_boot_id(os.path.join(root, BOOT_ID))
+        self.boot_id = read_boot_id(os.path.join(root, BOOT_ID_PATH))
         self.file = LogFile(config.kmsg_path) if config.kmsg_path else None
         self.device = None if self.file else device or KmsgDevice(os.path.join(root, KMSG_DEVICE))
         self.book = FaultBook(config.rate_limit_per_minute, config.max_faults, config.hold_seconds)

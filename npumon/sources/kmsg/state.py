@@ -13,6 +13,7 @@ from typing import Any, Dict, Optional
 log = logging.getLogger(__name__)
 
 CURSOR_FILE = "kmsg-cursor.json"
+BOOT_ID_PATH = "proc/sys/kernel/random/boot_id"  # under the target's root
 MAX_STATE_BYTES = 4 * 1024 * 1024
 
 
