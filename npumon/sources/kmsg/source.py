@@ -23,6 +23,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from ...faults.patterns import LineFault, Pattern, load_patterns, match_line
 from ...model import ChipSample, Snapshot
 from ...outputs.families import Families, MetricSpec
+from ..npusmi.identity import cache_path  # the state directory, a simulated host's own under --simulate
 from ..base import Parts, Section, SingleTierSource, SourceContext, SourceError, SourceSpec
 from .book import Entry, FaultBook
 from .config import FaultsConfig, faults_config_problems
@@ -210,7 +211,7 @@ def build(context: SourceContext) -> Optional[KmsgSource]:
     config = context.config.faults
     if not config.enabled:
         return None
-    state_dir = None if context.one_pass else context.config.state_dir
+    state_dir = None if context.one_pass else os.path.dirname(cache_path(context))
     return KmsgSource(config, context.target.root, state_dir, load_patterns(config.pattern_files),
                       clock=context.clock, max_age=context.config.max_age_seconds)
 

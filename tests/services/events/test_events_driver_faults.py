@@ -2,10 +2,13 @@
 raised once, no duplicates across a restart, sticky until `npumon ack`, and a reboot (a new boot id) clears
 the device faults a reboot fixes but not the hardware ones."""
 
+import subprocess
+import sys
 import time
 
 import pytest
 
+from daemon_harness import DaemonProcess, sample, wait_until
 from npumon.cli.events import acknowledge
 from npumon.faults.patterns import load_patterns
 from npumon.model import ChipSample, HostSample, SourceStatus
@@ -132,3 +135,53 @@ def test_without_a_boot_id_no_reboot_is_assumed(host):
     host.service = EventService(events_path(str(host.state)), 86400, lambda: host.engine, boot_id=None)
     assert set(host.poll(30)) == {DEVICE, HARDWARE}
     assert host.events("host_rebooted") == []
+
+
+# --------------------------------------------------------------------------------------------- real daemons
+
+DAEMON_CONFIG = """\
+state_dir: {state}
+poll: {{table_seconds: 0.5, health_seconds: 0, ecc_seconds: 0, host_seconds: 0.5, usages_seconds: 0,
+        power_seconds: 0, board_seconds: 0}}
+faults: {{kmsg_path: {log}, interval_seconds: 0.5}}
+"""
+TIMEOUT = 30.0
+
+
+def test_a_real_daemon_raises_the_logs_faults_once_keeps_them_over_a_restart_and_ack_clears_them(tmp_path):
+    log = tmp_path / "kern.log"
+    log.write_text(LINES)
+    config = tmp_path / "npumon.yaml"
+    config.write_text(DAEMON_CONFIG.format(state=tmp_path / "state", log=log))
+    state = str(tmp_path / "state")
+
+    def fired():
+        store = EventStore(events_path(state), readonly=True)
+        try:
+            return [(e.details["rule"], e.subject) for e in store.query(kinds=["finding_fired"])
+                    if e.details["rule"].startswith("driver-")]
+        finally:
+            store.close()
+
+    def driver_findings(daemon):
+        return {(f["rule"], f["subject"]): f.get("repair_action") for f in daemon.get("/status").json()["findings"]
+                if f["rule"].startswith("driver-")}
+
+    for run in range(2):
+        daemon = DaemonProcess(["-c", str(config), "--simulate", "--listen", "127.0.0.1:0"])
+        try:
+            daemon.wait_serving(TIMEOUT)
+            wait_until(lambda: len(driver_findings(daemon)) == 2, TIMEOUT, what="the two driver faults")
+            assert driver_findings(daemon) == {("driver-device-fault", "npu2/chip0"): "reset_npu",
+                                               ("driver-hardware-fault", "npu3/chip0"): "inspect_hardware"}
+            metrics = daemon.get("/metrics").text
+            assert sample(metrics, "npumon_finding_repair_info", rule="driver-device-fault", subject="npu2/chip0",
+                          repair_action="reset_npu", level="RestartNPU") == 1
+            assert sorted(fired()) == [DEVICE, HARDWARE]  # raised once, also after the restart
+            if run == 1:
+                acked = subprocess.run([sys.executable, "-m", "npumon.cli.main", "ack", "-c", str(config),
+                                        *HARDWARE], capture_output=True, text=True, timeout=30)
+                assert acked.returncode == 0, acked.stderr
+                wait_until(lambda: set(driver_findings(daemon)) == {DEVICE}, TIMEOUT, what="the ack to apply")
+        finally:
+            daemon.close()
