@@ -251,10 +251,20 @@ class Finding:
     since: float  # unix time the condition started to hold
     labels: Dict[str, str] = field(default_factory=dict)
     shadow: bool = False  # recorded, never notified
+    # For driver faults (npumon/faults): what repairs it (one of faults.levels.REPAIR_ACTIONS) and the fault
+    # code's handling level; None where not known, and then left out of the JSON.
+    repair_action: Optional[str] = None
+    level: Optional[str] = None
 
     def to_json(self) -> Dict[str, Any]:
         data = dataclasses.asdict(self)
+        for key in OPTIONAL_FINDING_KEYS:
+            if data[key] is None:
+                del data[key]
         return data
+
+
+OPTIONAL_FINDING_KEYS = ("repair_action", "level")
 
 
 def chip_json(chip: ChipSample) -> Dict[str, Any]:

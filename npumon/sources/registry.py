@@ -7,6 +7,7 @@ source then sets the host part (and each chip's PCIe link), and the sources afte
 
 from .ambient import SPEC as AMBIENT
 from .host.source import SPEC as HOST
+from .kmsg.source import SPEC as KMSG
 from .npusmi.source import SPEC as NPU_SMI
 from .probe.source import SPEC as PROBE
 from .serving.source import SPEC as SERVING
@@ -17,4 +18,5 @@ SOURCES = (
     SERVING,  # the inference server's request queue depth
     AMBIENT,  # the inlet/board temperature for the fan governor
     PROBE,  # the liveness probe on the NPU
+    KMSG,  # the Ascend driver's fault lines in the kernel log
 )
