@@ -3,7 +3,10 @@ each output compared line by line with the real capture or Huawei's own example 
 950's refusal of `-c`."""
 
 import dataclasses
+import json
 import re
+import subprocess
+import sys
 
 import pytest
 
@@ -173,3 +176,27 @@ def test_both_products_are_listed_with_their_own_chips():
     assert {"atlas-800-9000", "atlas-350"} <= set(PRODUCTS)
     assert [slot.ddr_total_mb for slot in ATLAS_800_9000.slots()][3] == 15039
     assert {slot.ddr_total_mb for slot in ATLAS_350.slots()} == {0}
+
+
+# -- the rules fire on them as on the default product --------------------------------------------------------
+
+FAULTS = [("healthy", 0, set()), ("overheat", 2, {"temperature-critical", "temperature-warning"}),
+          ("ecc-rising", 2, {"ecc-uncorrectable"}), ("health-alarm", 2, {"health-alarm", "health-warning"}),
+          ("health-critical", 2, {"health-critical", "health-unknown"}),
+          ("board-incompatible", 2, {"board-incompatible"}), ("memory-bound", 0, {"memory-bound"})]
+
+
+@pytest.mark.parametrize("product", ["atlas-800-9000", "atlas-350"])
+@pytest.mark.parametrize("scenario, code, rules", FAULTS, ids=[fault[0] for fault in FAULTS])
+def test_the_rules_fire_as_on_the_default_product(product, scenario, code, rules):
+    """The exit code and findings test_check.py asserts for each scenario on the 910B3 host."""
+    full = ["--full"] if scenario in ("board-incompatible", "memory-bound") else []
+    proc = subprocess.run([sys.executable, "-m", "npumon.cli.main", "check", "--json",
+                           "--simulate={}".format(scenario), "--sim-product", product] + full,
+                          capture_output=True, text=True, timeout=120)
+    document = json.loads(proc.stdout)
+    assert proc.returncode == code, (document["findings"], proc.stderr[-2000:])
+    assert {finding["rule"] for finding in document["findings"]} == rules
+    assert len(document["chips"]) == 8
+    assert all(source["ok"] or source["unsupported"] for name, source in document["sources"].items()
+               if name.startswith("npu-smi")), document["sources"]
