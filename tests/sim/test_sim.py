@@ -12,8 +12,8 @@ import time
 import pytest
 
 from npumon.sim.npusmi import HANG_PIDS_FILE, main, respond, sim_host
-from npumon.sim.products import (ATLAS_200I_A2, ATLAS_300I_DUO, ATLAS_800I_A2, ATLAS_A3, FAMILY_910, FAMILY_950, PRODUCTS,
-                                  Product)
+from npumon.sim.products import (ATLAS_200I_A2, ATLAS_300I_DUO, ATLAS_800I_A2, ATLAS_A3, FAMILY_910, FAMILY_950,
+                                  PRODUCTS, Product)
 from npumon.sim.render_query import render_query
 from npumon.sim.render_table import render_info, render_list, render_mapping
 from npumon.sim.scenario import ScenarioError, load_scenario
