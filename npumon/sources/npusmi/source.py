@@ -227,6 +227,7 @@ class NpuSmiSource:
             poll.error = "not polled yet"  # it waited for the first table; its first poll runs now (not down)
         poll.waiting_on = None
         started = self.clock()
+        chip_level = query in PER_CHIP_QUERIES and not self._chip_option_unsupported
         targets = self._targets(query, table)
         # Begin where the previous poll ran out of time or slots, so that while some cards hang it is not
         # always the same cards that are left out.
@@ -244,6 +245,12 @@ class NpuSmiSource:
         # Per-chip sweeps of what hardly changes take one slot at a time, never every slot for a minute.
         workers = 1 if query in BACKGROUND_QUERIES else None
         outcomes = self._run_many(targets, name, deadline, take_in, workers)
+        if chip_level and self._chip_option_unsupported:
+            # npu-smi refused `-c` (the 950): ask again at once in the card-level form, within the same budget,
+            # so that a single pass (`npumon check`) still reads these values
+            self._resume_at[query] = 0
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            return self.poll_query(query, budget_seconds=left)
         # Not started, or cut off at the budget before its own deadline: asked first next time, no failure.
         left_out = [index for index, (skipped, _) in enumerate(outcomes) if skipped]
         self._resume_at[query] = first + left_out[0] if left_out else 0
