@@ -1,0 +1,95 @@
+"""Which backend reads the chip values: `collect.backend` (auto | dcmi | npu-smi) turned into a decision.
+
+The npu-smi source and the DCMI source are built from the same decision (one per config and target): with
+DCMI in use, the npu-smi query tiers whose values DCMI reads (COVERED_QUERIES) are left out, and the npu-smi
+main table stays the primary tier (the chip list, processes and the rules' rhythm). `board` stays on npu-smi
+either way: firmware version and compatibility have no DCMI call.
+
+auto: DCMI where a library passes the path checks, loads and initialises in a worker, npu-smi otherwise. That
+probe runs once, when the sources are built, and its worker is handed to the DCMI source.
+"""
+
+import os
+import threading
+from dataclasses import dataclass
+from typing import Any, Optional, Tuple
+
+from .library import DEFAULT_LOCATIONS, find_library
+from .worker import Worker, WorkerDown
+
+DCMI, NPU_SMI = "dcmi", "npu-smi"
+COVERED_QUERIES = frozenset(("usages", "power", "health", "ecc", "common", "memory", "volt", "identity"))
+
+
+@dataclass
+class Decision:
+    backend: str  # DCMI or NPU_SMI: what reads the chip values
+    library: Optional[str]  # the checked library path (None: none found or not wanted)
+    reason: str  # one line: why this backend
+    owner_uid: int = 0
+    sticky_dirs: bool = False
+    worker: Optional[Worker] = None  # opened by the auto probe; the DCMI source takes it
+    opened: Optional[dict] = None  # the open answer (api, versions)
+
+    def take_worker(self) -> Tuple[Optional[Worker], Optional[dict]]:
+        worker, opened, self.worker, self.opened = self.worker, self.opened, None, None
+        return worker, opened
+
+
+_lock = threading.Lock()
+_latest: Optional[Tuple[Any, Decision]] = None
+
+
+def simulated_library(target: Any) -> Optional[str]:
+    """The simulated host's own libdcmi.so, where the simulator built one for it."""
+    if not getattr(target, "simulated", False) or not target.sim_state_dir:
+        return None
+    candidate = os.path.join(target.sim_state_dir, "libdcmi.so")
+    return candidate if os.path.exists(candidate) else None
+
+
+def decide(config: Any, target: Any) -> Decision:
+    """The decision for this config and target, made once (the two sources' builds share it)."""
+    global _latest
+    key = (id(config), config.collect.backend, config.dcmi.library, target.simulated, target.sim_state_dir)
+    with _lock:
+        if _latest is not None and _latest[0] == key:
+            return _latest[1]
+        decision = _decide(config, target)
+        if _latest is not None and _latest[1].worker is not None:
+            _latest[1].worker.close()  # an earlier probe's worker nobody took
+        _latest = (key, decision)
+        return decision
+
+
+def _decide(config: Any, target: Any) -> Decision:
+    wanted = config.collect.backend
+    if wanted == NPU_SMI:
+        return Decision(NPU_SMI, None, "collect.backend is npu-smi")
+    simulated = getattr(target, "simulated", False)
+    configured = config.dcmi.library or simulated_library(target)
+    if simulated and configured is None:
+        return Decision(NPU_SMI if wanted == "auto" else DCMI, None, "the simulated host has no libdcmi.so")
+    # The simulator's library is built by whoever runs it, under a temporary directory.
+    owner_uid = os.getuid() if simulated else 0
+    locations = () if simulated else DEFAULT_LOCATIONS
+    path, problem = find_library(configured, locations, owner_uid=owner_uid, sticky_dirs=simulated)
+    if wanted == DCMI:
+        return Decision(DCMI, path, problem or "collect.backend is dcmi", owner_uid, simulated)
+    if path is None:
+        return Decision(NPU_SMI, None, "auto: " + problem)
+    worker = Worker()
+    try:
+        reply = worker.request(open_request(path, owner_uid, simulated), config.dcmi.open_timeout_seconds)
+    except WorkerDown as exc:
+        worker.close()
+        return Decision(NPU_SMI, path, "auto: {}: {}".format(path, exc))
+    if not reply.get("ok"):
+        worker.close()
+        return Decision(NPU_SMI, path, "auto: {}: {}".format(path, reply.get("error")))
+    return Decision(DCMI, path, "auto: {} initialised ({} API)".format(path, reply.get("api")), owner_uid, simulated,
+                    worker, reply)
+
+
+def open_request(path: str, owner_uid: int, sticky_dirs: bool) -> dict:
+    return {"op": "open", "library": path, "owner_uid": owner_uid, "sticky_dirs": sticky_dirs}
