@@ -30,6 +30,7 @@ class Decision:
     sticky_dirs: bool = False
     worker: Optional[Worker] = None  # opened by the auto probe; the DCMI source takes it
     opened: Optional[dict] = None  # the open answer (api, versions)
+    env: Optional[dict] = None  # what the worker's environment adds (a simulated host's state directory)
 
     def take_worker(self) -> Tuple[Optional[Worker], Optional[dict]]:
         worker, opened, self.worker, self.opened = self.worker, self.opened, None, None
@@ -40,12 +41,17 @@ _lock = threading.Lock()
 _latest: Optional[Tuple[Any, Decision]] = None
 
 
-def simulated_library(target: Any) -> Optional[str]:
-    """The simulated host's own libdcmi.so, where the simulator built one for it."""
-    if not getattr(target, "simulated", False) or not target.sim_state_dir:
-        return None
-    candidate = os.path.join(target.sim_state_dir, "libdcmi.so")
-    return candidate if os.path.exists(candidate) else None
+def simulated_library() -> Tuple[Optional[str], str]:
+    """The simulator's libdcmi.so (npumon.sim.dcmi, compiled with the system's C compiler once per source
+    version): (its path or None, why not)."""
+    try:
+        from ...sim.dcmi import FakeDcmiBuildError, build_fake_library
+    except ImportError as exc:
+        return None, "the simulator has no libdcmi.so ({})".format(exc)
+    try:
+        return build_fake_library(), ""
+    except FakeDcmiBuildError as exc:
+        return None, "the simulated libdcmi.so could not be built: {}".format(exc)
 
 
 def decide(config: Any, target: Any) -> Decision:
@@ -67,18 +73,24 @@ def _decide(config: Any, target: Any) -> Decision:
     if wanted == NPU_SMI:
         return Decision(NPU_SMI, None, "collect.backend is npu-smi")
     simulated = getattr(target, "simulated", False)
-    configured = config.dcmi.library or simulated_library(target)
+    configured = config.dcmi.library
+    env = dict(target.env or {}) if simulated else None  # the simulated library finds its host's state there
     if simulated and configured is None:
-        return Decision(NPU_SMI if wanted == "auto" else DCMI, None, "the simulated host has no libdcmi.so")
+        # A simulated host answers through DCMI only when asked to: auto keeps the npu-smi path it always had.
+        if wanted == "auto":
+            return Decision(NPU_SMI, None, "auto: a simulated host uses npu-smi unless collect.backend is dcmi")
+        configured, problem = simulated_library()
+        if configured is None:
+            return Decision(DCMI, None, problem, env=env)
     # The simulator's library is built by whoever runs it, under a temporary directory.
     owner_uid = os.getuid() if simulated else 0
     locations = () if simulated else DEFAULT_LOCATIONS
     path, problem = find_library(configured, locations, owner_uid=owner_uid, sticky_dirs=simulated)
     if wanted == DCMI:
-        return Decision(DCMI, path, problem or "collect.backend is dcmi", owner_uid, simulated)
+        return Decision(DCMI, path, problem or "collect.backend is dcmi", owner_uid, simulated, env=env)
     if path is None:
         return Decision(NPU_SMI, None, "auto: " + problem)
-    worker = Worker()
+    worker = Worker(env=env)
     try:
         reply = worker.request(open_request(path, owner_uid, simulated), config.dcmi.open_timeout_seconds)
     except WorkerDown as exc:
@@ -88,7 +100,7 @@ def _decide(config: Any, target: Any) -> Decision:
         worker.close()
         return Decision(NPU_SMI, path, "auto: {}: {}".format(path, reply.get("error")))
     return Decision(DCMI, path, "auto: {} initialised ({} API)".format(path, reply.get("api")), owner_uid, simulated,
-                    worker, reply)
+                    worker, reply, env)
 
 
 def open_request(path: str, owner_uid: int, sticky_dirs: bool) -> dict:

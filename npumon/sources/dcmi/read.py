@@ -25,12 +25,14 @@ ERROR_STRING_BYTES = 256  # "≥256 B for the full text"
 TRANSIENT_RETRIES = 2
 TRANSIENT_PAUSE_SECONDS = 0.02
 HEALTH_TEXT = {0: "OK", 1: "Warning", 2: "Alarm", 3: "Critical"}
-# input_type of dcmi_get_device_utilization_rate -> ChipSample field (npu-smi `-t usages` names the same rates)
+# input_type of dcmi_get_device_utilization_rate -> ChipSample field (npu-smi `-t usages` names the same rates).
+# "vector_ratio": the vector cores' rate, which npu-smi calls Aivector on the 910 family and Vectorcore on the
+# 310 family; the source names it by the chip (source.with_values).
 UTILIZATION_FIELDS = (
     (s.UTILIZATION_AICORE, "aicore_ratio"), (s.UTILIZATION_AICPU, "aicpu_ratio"),
     (s.UTILIZATION_CTRLCPU, "ctrlcpu_ratio"), (s.UTILIZATION_DDR_BANDWIDTH, "ddr_bandwidth_ratio"),
     (s.UTILIZATION_HBM, "hbm_usage_ratio"), (s.UTILIZATION_HBM_BANDWIDTH, "hbm_bandwidth_ratio"),
-    (s.UTILIZATION_VECTORCORE, "vectorcore_ratio"), (s.UTILIZATION_NPU, "npu_util_ratio"),
+    (s.UTILIZATION_VECTORCORE, "vector_ratio"), (s.UTILIZATION_NPU, "npu_util_ratio"),
     (s.UTILIZATION_AICUBE, "aicube_ratio"),
 )
 ChipKey = Tuple[int, int]

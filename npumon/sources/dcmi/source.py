@@ -41,7 +41,7 @@ class DcmiSource:
         self.timeout_seconds = timeout_seconds
         self.open_timeout_seconds = open_timeout_seconds
         self.clock = clock
-        self.worker = worker or Worker()
+        self.worker = worker or Worker(env=decision.env)
         self._opened = opened
         self._opened_pid = self.worker.pid if opened else None
         self._lock = threading.Lock()
@@ -145,7 +145,10 @@ def with_values(chip: ChipSample, values: Dict[str, Any]) -> ChipSample:
     ecc: Dict[str, Dict[str, Optional[int]]] = {}
     counters: Dict[str, Dict[str, Optional[int]]] = {}
     for name, value in values.items():
-        if name.startswith("extra."):
+        if name == "vector_ratio":
+            chip_name = values.get("name") or chip.name or ""
+            plain["vectorcore_ratio" if chip_name.startswith("310") else "aivector_ratio"] = value
+        elif name.startswith("extra."):
             extra[name[len("extra."):]] = value
         elif name.startswith("ecc."):
             ecc[name[len("ecc."):]] = dict(value)
