@@ -272,11 +272,13 @@ def read_pcie(api: Api, ref) -> Dict[str, Any]:
 def read_aicore_freq(api: Api, ref) -> Dict[str, Any]:
     value = ctypes.c_uint(0)
     _get(api, ref, "aicore_freq", "dcmi_get_device_frequency", s.DCMI_FREQ_AICORE_CURRENT, ctypes.byref(value))
-    values = {"aicore_freq_mhz": float(value.value)}
-    rated = ctypes.c_uint(0)
-    if api.call(ref, "dcmi_get_device_frequency", s.DCMI_FREQ_AICORE_MAX, ctypes.byref(rated)) == b.DCMI_OK:
-        values["extra.aicore_rated_freq_mhz"] = float(rated.value)
-    return values
+    return {"aicore_freq_mhz": float(value.value)}
+
+
+def read_aicore_rated_freq(api: Api, ref) -> Dict[str, Any]:
+    value = ctypes.c_uint(0)
+    _get(api, ref, "aicore_rated_freq", "dcmi_get_device_frequency", s.DCMI_FREQ_AICORE_MAX, ctypes.byref(value))
+    return {"extra.aicore_rated_freq_mhz": float(value.value)}
 
 
 def read_board(api: Api, ref) -> Dict[str, Any]:
@@ -310,15 +312,20 @@ METRICS: Tuple[Tuple[str, Callable], ...] = (
 ) + tuple(("utilization:" + field, utilization_reader(kind, field)) for kind, field in UTILIZATION_FIELDS) + (
     ("multi_utilization", read_multi_utilization), ("hbm", read_hbm), ("memory", read_memory),
     ("ecc:hbm", ecc_reader("hbm", s.DCMI_DEVICE_TYPE_HBM)), ("ecc:ddr", ecc_reader("ddr", s.DCMI_DEVICE_TYPE_DDR)),
-    ("aicore_freq", read_aicore_freq), ("board", read_board), ("vdie", read_vdie), ("serial", read_serial),
+    ("aicore_freq", read_aicore_freq), ("aicore_rated_freq", read_aicore_rated_freq), ("board", read_board),
+    ("vdie", read_vdie), ("serial", read_serial),
 )
 METRIC_NAMES = tuple(name for name, _ in METRICS)
 CARD_WIDE = frozenset(("card_power", "serial"))  # asked of a card's first chip, given to all of its chips
+# What changes only with the hardware: asked in the first sweep and then at the identity interval, not every poll
+# (a third of the calls).
+STATIC_METRICS = frozenset(("chip_info", "ids", "pcie", "aicore_rated_freq", "board", "vdie", "serial"))
 
 
-def sweep(api: Api, unsupported: Set[Tuple[int, int, str]], metrics=METRICS) -> Dict[str, Any]:
-    """Every chip's values: {"chips": [{"npu", "chip", "values", "problems"}], "unsupported": [[npu, chip,
-    metric]] newly found, "problems": [...]} -- JSON-shaped, for the worker to send."""
+def sweep(api: Api, unsupported: Set[Tuple[int, int, str]], static: bool = True, metrics=METRICS) -> Dict[str, Any]:
+    """Every chip's values: {"chips": [{"npu", "chip", "values", "static", "problems"}], "unsupported": [[npu,
+    chip, metric]] newly found, "problems": [...]} -- JSON-shaped, for the worker to send. `static`: also the
+    STATIC_METRICS (their fields are listed in each chip's "static")."""
     api.init_type_errors = 0
     chips, problems = enumerate_chips(api)
     found: List[List[Any]] = []
@@ -326,8 +333,11 @@ def sweep(api: Api, unsupported: Set[Tuple[int, int, str]], metrics=METRICS) -> 
     card_values: Dict[int, Dict[str, Any]] = {}
     for npu, chip, ref in chips:
         values: Dict[str, Any] = {}
+        static_fields: List[str] = []
         chip_problems: List[str] = []
         for name, reader in metrics:
+            if name in STATIC_METRICS and not static:
+                continue
             if name in CARD_WIDE and npu in card_values and name in card_values[npu]:
                 values.update(card_values[npu][name])
                 continue
@@ -342,9 +352,12 @@ def sweep(api: Api, unsupported: Set[Tuple[int, int, str]], metrics=METRICS) -> 
                     chip_problems.append(str(failed))
                 continue
             values.update(got)
+            if name in STATIC_METRICS:
+                static_fields.extend(got)
             if name in CARD_WIDE:
                 card_values.setdefault(npu, {})[name] = got
-        records.append({"npu": npu, "chip": chip, "values": values, "problems": chip_problems})
+        records.append({"npu": npu, "chip": chip, "values": values, "static": static_fields,
+                        "problems": chip_problems})
     return {"chips": records, "unsupported": found, "problems": problems,
             "init_type_errors": api.init_type_errors}
 

@@ -34,9 +34,11 @@ class DcmiSource:
 
     def __init__(self, decision: Decision, interval: float, max_age: float, timeout_seconds: float,
                  open_timeout_seconds: float, clock=time.time, worker: Optional[Worker] = None,
-                 opened: Optional[dict] = None):
+                 opened: Optional[dict] = None, static_interval: float = 3600.0):
         self.decision = decision
         self.interval = interval
+        self.static_interval = static_interval  # ids, die id, board: read again this often (poll.identity_seconds)
+        self._static_due = 0.0
         self.max_age = max_age
         self.timeout_seconds = timeout_seconds
         self.open_timeout_seconds = open_timeout_seconds
@@ -45,7 +47,8 @@ class DcmiSource:
         self._opened = opened
         self._opened_pid = self.worker.pid if opened else None
         self._lock = threading.Lock()
-        self._values: Dict[ChipKey, Dict[str, Tuple[float, Any]]] = {}
+        # (npu, chip) -> field -> (time read, value, read by the static sweep)
+        self._values: Dict[ChipKey, Dict[str, Tuple[float, Any, bool]]] = {}
         self._chips: List[ChipKey] = []
         self._chips_time: Optional[float] = None
         self.unsupported: Set[Tuple[int, int, str]] = set()
@@ -76,7 +79,9 @@ class DcmiSource:
                 if not reply.get("ok"):  # refused or init failed: asked again next poll
                     return "{}: {}".format(self.decision.library, reply.get("error")), False
                 self._opened, self._opened_pid = reply, self.worker.pid
-            reply = self.worker.request({"op": "sweep", "unsupported": sorted(self.unsupported)}, self.timeout_seconds)
+            static = started >= self._static_due
+            reply = self.worker.request({"op": "sweep", "unsupported": sorted(self.unsupported), "static": static},
+                                        self.timeout_seconds)
         except WorkerDown as exc:
             self._opened = None
             return "worker: {}".format(exc), False
@@ -84,6 +89,8 @@ class DcmiSource:
             self._opened = None  # opened again next poll
             return str(reply.get("error")), False
         self.worker.succeeded()
+        if static:
+            self._static_due = started + self.static_interval
         if reply.get("reinitialised"):
             self.reinitialisations += 1
         self._store(reply, started)
@@ -104,8 +111,9 @@ class DcmiSource:
                 key = (int(record["npu"]), int(record["chip"]))
                 keys.append(key)
                 fields = self._values.setdefault(key, {})
+                static = set(record.get("static", []))
                 for name, value in record.get("values", {}).items():
-                    fields[name] = (when, value)
+                    fields[name] = (when, value, name in static)
             for gone in [key for key in self._values if key not in keys]:
                 del self._values[gone]
             self._chips, self._chips_time = keys, when
@@ -114,8 +122,10 @@ class DcmiSource:
 
     def fresh_values(self, now: float) -> Dict[ChipKey, Dict[str, Any]]:
         allowed = allowed_age(self.max_age, self.interval)
+        static_allowed = allowed_age(self.max_age, self.static_interval)
         with self._lock:
-            return {key: {name: value for name, (when, value) in fields.items() if now - when <= allowed}
+            return {key: {name: value for name, (when, value, static) in fields.items()
+                          if now - when <= (static_allowed if static else allowed)}
                     for key, fields in self._values.items()}
 
     def contribute(self, parts: Parts, now: float) -> Parts:
@@ -177,7 +187,8 @@ def build(context: SourceContext) -> Optional[DcmiSource]:
         return None
     worker, opened = decision.take_worker()
     return DcmiSource(decision, config.poll.table_seconds, config.max_age_seconds, config.dcmi.timeout_seconds,
-                      config.dcmi.open_timeout_seconds, context.clock, worker, opened)
+                      config.dcmi.open_timeout_seconds, context.clock, worker, opened,
+                      static_interval=config.poll.identity_seconds or 3600.0)
 
 
 def chip_facts(chip: ChipSample, host) -> Facts:

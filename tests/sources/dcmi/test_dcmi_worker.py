@@ -152,3 +152,20 @@ def test_a_failing_init_is_named(sim, library):
                               "dcmiv2_init: -99998 FUNCTION_NOT_FOUND")
     finally:
         source.close()
+
+
+def test_ids_and_die_ids_are_read_at_the_identity_interval_not_every_poll(sim, library):
+    source = _source(sim, library)
+    try:
+        source.poll("dcmi")
+        set_dcmi_faults(sim.env["NPUMON_SIM_STATE"], codes={"dcmi_get_device_die_v2": -8005})
+        source.poll("dcmi")  # not asked again: no failure, and the die id stays
+        status = source.statuses(time.time())["dcmi"]
+        assert status.ok and not status.degraded
+        assert source.fresh_values(time.time())[(0, 0)]["vdie_id"].count("-") == 4
+        source._static_due = 0.0  # the identity interval has passed
+        source.poll("dcmi")
+        assert "dcmi_get_device_die_v2 returned -8005 DCMI_ERR_CODE_INNER_ERR" in source.statuses(
+            time.time())["dcmi"].error
+    finally:
+        source.close()
