@@ -1,9 +1,12 @@
 """Which backend reads the chip values: `collect.backend` (auto | dcmi | npu-smi) turned into a decision.
 
 The npu-smi source and the DCMI source are built from the same decision (one per config and target): with
-DCMI in use, the npu-smi query tiers whose values DCMI reads (COVERED_QUERIES) are left out, and the npu-smi
-main table stays the primary tier (the chip list, processes and the rules' rhythm). `board` stays on npu-smi
-either way: firmware version and compatibility have no DCMI call.
+DCMI in use, an npu-smi query tier whose values DCMI reads (COVERED_QUERIES) is not asked (`Decision.covers`),
+and the npu-smi main table stays the primary tier (the chip list, processes and the rules' rhythm). A query
+comes back, per query: while the DCMI source is down (its worker hung, crashed, restarting), and for good where
+DCMI lacks it -- every chip answered one of its calls "unsupported" (QUERY_METRICS: e.g. AI Cube and DDR
+bandwidth rates, which 910B's library refuses, bring `usages` back). `board` stays on npu-smi either way:
+firmware version and compatibility have no DCMI call.
 
 auto: DCMI where a library passes the path checks, loads and initialises in a worker, npu-smi otherwise. That
 probe runs once, when the sources are built, and its worker is handed to the DCMI source.
@@ -18,7 +21,31 @@ from .library import DEFAULT_LOCATIONS, find_library
 from .worker import Worker, WorkerDown
 
 DCMI, NPU_SMI = "dcmi", "npu-smi"
-COVERED_QUERIES = frozenset(("usages", "power", "health", "ecc", "common", "memory", "volt", "identity"))
+# npu-smi query -> groups of DCMI metrics (read.METRICS); the query is lacking on DCMI when, on every chip, every
+# metric of one of its groups is unsupported (ECC: both memories; the other groups have one metric each).
+QUERY_METRICS = {
+    "usages": tuple((metric,) for metric in (
+        "utilization:aicore_ratio", "utilization:aicpu_ratio", "utilization:ctrlcpu_ratio",
+        "utilization:ddr_bandwidth_ratio", "utilization:hbm_bandwidth_ratio", "utilization:vector_ratio",
+        "utilization:aicube_ratio")),
+    "power": (("power",),),
+    "health": (("health",), ("error_codes",)),
+    "ecc": (("ecc:hbm", "ecc:ddr"),),
+    "common": (("aicore_freq",),),
+    "memory": (("hbm",),),
+    "volt": (("voltage",),),
+    "identity": (("ids",), ("vdie",), ("chip_info",)),
+}
+COVERED_QUERIES = frozenset(QUERY_METRICS)
+
+
+def lacking_queries(unsupported, chips) -> frozenset:
+    """The queries DCMI cannot stand in for on these chips, from the (npu, chip, metric) marked unsupported."""
+    if not chips:
+        return frozenset()
+    return frozenset(query for query, groups in QUERY_METRICS.items()
+                     if any(all((npu, chip, metric) in unsupported for npu, chip in chips for metric in group)
+                            for group in groups))
 
 
 @dataclass
@@ -31,6 +58,13 @@ class Decision:
     worker: Optional[Worker] = None  # opened by the auto probe; the DCMI source takes it
     opened: Optional[dict] = None  # the open answer (api, versions)
     env: Optional[dict] = None  # what the worker's environment adds (a simulated host's state directory)
+    dcmi_up: Optional[bool] = None  # the DCMI source's last poll answered (None: not polled yet)
+    lacking: frozenset = frozenset()  # queries DCMI lacks on this host (lacking_queries)
+
+    def covers(self, query: str) -> bool:
+        """Whether npu-smi's `query` is left out now: DCMI reads its values (or has not been asked yet)."""
+        return (self.backend == DCMI and self.library is not None and query in COVERED_QUERIES
+                and self.dcmi_up is not False and query not in self.lacking)
 
     def take_worker(self) -> Tuple[Optional[Worker], Optional[dict]]:
         worker, opened, self.worker, self.opened = self.worker, self.opened, None, None

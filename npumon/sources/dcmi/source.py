@@ -19,7 +19,7 @@ from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 from ...model import ChipSample, SourceStatus
 from ..base import Facts, Parts, Section, SourceContext, SourceSpec, Tier, allowed_age, judge_status
-from .backend import DCMI, Decision, decide, open_request
+from .backend import DCMI, Decision, decide, lacking_queries, open_request
 from .config import DcmiConfig, dcmi_problems
 from .worker import Worker, WorkerDown
 
@@ -61,7 +61,9 @@ class DcmiSource:
     def poll(self, tier: str, chips: Sequence[ChipSample] = ()) -> Optional[float]:
         started, began = self.clock(), time.monotonic()
         error, degraded = self._poll_once(started)
+        self.decision.dcmi_up = error is None or degraded
         with self._lock:
+            self.decision.lacking = lacking_queries(self.unsupported, self._chips)
             last = self._status.last_success
             self._status = SourceStatus(ok=error is None or degraded, error=error,
                                         duration_seconds=time.monotonic() - began,

@@ -115,8 +115,9 @@ class NpuSmiSource:
     def __init__(self, runner: CommandRunner, clock: Callable[[], float] = time.time,
                  intervals: Optional[Dict[str, float]] = None, table_interval: float = 15.0,
                  max_age: float = 120.0, quick_pass: bool = False, identity_cache: Optional[IdentityCache] = None,
-                 backend: Optional[str] = None):
+                 backend: Optional[str] = None, skip_query: Optional[Callable[[str], bool]] = None):
         self.runner = runner
+        self.skip_query = skip_query  # query -> True while DCMI reads its values (dcmi/backend.py Decision.covers)
         self.backend = backend  # what reads the chip values (collect.backend decided), named on the table's status
         self.clock = clock
         self.intervals = dict(intervals or {})  # query type -> seconds between polls
@@ -157,6 +158,10 @@ class NpuSmiSource:
         query = query_of(tier)
         if query is None:
             self.poll_table()
+            return None
+        if self.skip_query is not None and self.skip_query(query):
+            with self._lock:
+                self._polls.pop(tier, None)  # not asked: no status of its own (the dcmi source has it)
             return None
         interval = self.intervals.get(query, 0.0)
         if query == "identity" and self._identity_from_cache:
@@ -491,17 +496,14 @@ def _parse_table(result: CommandResult) -> Tuple[Optional[MainTable], Optional[s
 def build(context: SourceContext) -> NpuSmiSource:
     """Always on: npu-smi is how npumon knows the chips. Its calls go through the one npu-smi runner, whose
     priority slot keeps the main table from waiting behind hanging query calls. With DCMI in use
-    (collect.backend), the queries DCMI reads are off: the DCMI source supplies their values."""
+    (collect.backend), a query DCMI reads is not asked while DCMI answers (the DCMI source supplies its values)."""
     config = context.config
     decision = dcmi_backend.decide(config, context.target)
-    intervals = query_intervals(config)
-    if decision.backend == dcmi_backend.DCMI:
-        intervals = {query: 0.0 if query in dcmi_backend.COVERED_QUERIES else seconds
-                     for query, seconds in intervals.items()}
-    return NpuSmiSource(context.npu_smi, clock=context.clock, intervals=intervals,
+    return NpuSmiSource(context.npu_smi, clock=context.clock, intervals=query_intervals(config),
                         table_interval=config.poll.table_seconds, max_age=config.max_age_seconds,
                         quick_pass=context.quick_pass, identity_cache=IdentityCache(cache_path(context)),
-                        backend=decision.backend)
+                        backend=decision.backend,
+                        skip_query=decision.covers if decision.backend == dcmi_backend.DCMI else None)
 
 
 def query_intervals(config) -> Dict[str, float]:
