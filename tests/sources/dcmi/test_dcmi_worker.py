@@ -169,3 +169,16 @@ def test_ids_and_die_ids_are_read_at_the_identity_interval_not_every_poll(sim, l
             time.time())["dcmi"].error
     finally:
         source.close()
+
+
+def test_a_burst_of_init_type_errors_initialises_the_library_again(sim, library):
+    source = _source(sim, library)
+    try:
+        source.poll("dcmi")
+        assert source.reinitialisations == 0
+        set_dcmi_faults(sim.env["NPUMON_SIM_STATE"], codes={"dcmi_get_device_temperature": -8010})
+        source.poll("dcmi")  # -8010 (message send failed) on all 8 chips: the worker calls dcmi_init again
+        assert source.reinitialisations == 1
+        assert "-8010 DCMI_ERR_CODE_SEND_MSG_FAIL" in source.statuses(time.time())["dcmi"].error
+    finally:
+        source.close()
