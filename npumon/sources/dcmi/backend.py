@@ -24,10 +24,10 @@ DCMI, NPU_SMI = "dcmi", "npu-smi"
 # npu-smi query -> groups of DCMI metrics (read.METRICS); the query is lacking on DCMI when, on every chip, every
 # metric of one of its groups is unsupported (ECC: both memories; the other groups have one metric each).
 QUERY_METRICS = {
-    "usages": tuple((metric,) for metric in (
-        "utilization:aicore_ratio", "utilization:aicpu_ratio", "utilization:ctrlcpu_ratio",
-        "utilization:ddr_bandwidth_ratio", "utilization:hbm_bandwidth_ratio", "utilization:vector_ratio",
-        "utilization:aicube_ratio")),
+    # the multi-rate call stands in for four single rates where it answers
+    "usages": tuple(("utilization:" + field, "multi_utilization") for field in (
+        "aicore_ratio", "vector_ratio", "aicube_ratio")) + tuple(("utilization:" + field,) for field in (
+            "aicpu_ratio", "ctrlcpu_ratio", "ddr_bandwidth_ratio", "hbm_bandwidth_ratio")),
     "power": (("power",),),
     "health": (("health",), ("error_codes",)),
     "ecc": (("ecc:hbm", "ecc:ddr"),),

@@ -64,6 +64,8 @@ class Api:
     def __init__(self, library: b.Library):
         self.library = library
         self.init_type_errors = 0  # in this sweep: a burst calls for dcmi_init again
+        # (card, device) -> whether it is an NPU chip: asked once per process (what a device is never changes)
+        self.npu_devices: Dict[Tuple[int, int], bool] = {}
 
     def call(self, chip_ref: Tuple[int, ...], name: str, *args) -> int:
         if self.library.api == "v2":
@@ -112,11 +114,12 @@ def enumerate_chips(api: Api) -> Tuple[List[Tuple[int, int, Tuple[int, ...]]], L
             problems.append("card {}: dcmi_get_device_num_in_card returned {}".format(card, b.code_name(code)))
             continue
         for device in range(max(0, min(number.value, 8))):
-            kind = ctypes.c_int(s.NPU_TYPE)
-            code = api.call((card, device), "dcmi_get_device_type", ctypes.byref(kind))
-            if code == b.DCMI_OK and kind.value != s.NPU_TYPE:
-                continue  # the card's MCU or CPU
-            chips.append((card, device, (card, device)))
+            if (card, device) not in api.npu_devices:
+                kind = ctypes.c_int(s.NPU_TYPE)
+                code = api.call((card, device), "dcmi_get_device_type", ctypes.byref(kind))
+                api.npu_devices[(card, device)] = not (code == b.DCMI_OK and kind.value != s.NPU_TYPE)
+            if api.npu_devices[(card, device)]:  # not the card's MCU or CPU
+                chips.append((card, device, (card, device)))
     return chips, problems
 
 
@@ -218,10 +221,12 @@ def utilization_reader(input_type: int, field: str) -> Callable:
 
 
 def read_multi_utilization(api: Api, ref) -> Dict[str, Any]:
-    """AI Vector (and AI Cube) rates, which the single-type call has no input type for on 910B/A3."""
+    """AI Core, its cube (AIC) and vector (AIV) units and the NPU overall in one call (910B/A3); where it answers,
+    the single-type calls for those four rates are not made (MULTI_COVERS)."""
     info = s.dcmi_multi_utilization_info()
     _get(api, ref, "multi_utilization", "dcmi_get_device_multi_utilization_rate", ctypes.byref(info))
-    return {"aivector_ratio": info.aiv_util / 100.0}
+    return {"aicore_ratio": info.aicore_util / 100.0, "aicube_ratio": info.aic_util / 100.0,
+            "vector_ratio": info.aiv_util / 100.0, "npu_util_ratio": info.npu_util / 100.0}
 
 
 def read_hbm(api: Api, ref) -> Dict[str, Any]:
@@ -308,9 +313,9 @@ def read_serial(api: Api, ref) -> Dict[str, Any]:
 METRICS: Tuple[Tuple[str, Callable], ...] = (
     ("chip_info", read_chip_info), ("ids", read_ids), ("pcie", read_pcie), ("health", read_health),
     ("error_codes", read_error_codes), ("temperature", read_temperature), ("power", read_power),
-    ("card_power", read_card_power), ("voltage", read_voltage),
+    ("card_power", read_card_power), ("voltage", read_voltage), ("multi_utilization", read_multi_utilization),
 ) + tuple(("utilization:" + field, utilization_reader(kind, field)) for kind, field in UTILIZATION_FIELDS) + (
-    ("multi_utilization", read_multi_utilization), ("hbm", read_hbm), ("memory", read_memory),
+    ("hbm", read_hbm), ("memory", read_memory),
     ("ecc:hbm", ecc_reader("hbm", s.DCMI_DEVICE_TYPE_HBM)), ("ecc:ddr", ecc_reader("ddr", s.DCMI_DEVICE_TYPE_DDR)),
     ("aicore_freq", read_aicore_freq), ("aicore_rated_freq", read_aicore_rated_freq), ("board", read_board),
     ("vdie", read_vdie), ("serial", read_serial),
@@ -319,6 +324,8 @@ METRIC_NAMES = tuple(name for name, _ in METRICS)
 CARD_WIDE = frozenset(("card_power", "serial"))  # asked of a card's first chip, given to all of its chips
 # What changes only with the hardware: asked in the first sweep and then at the identity interval, not every poll
 # (a third of the calls).
+MULTI_COVERS = frozenset("utilization:" + field for field in (
+    "aicore_ratio", "aicube_ratio", "vector_ratio", "npu_util_ratio"))
 STATIC_METRICS = frozenset(("chip_info", "ids", "pcie", "aicore_rated_freq", "board", "vdie", "serial"))
 
 
@@ -335,8 +342,9 @@ def sweep(api: Api, unsupported: Set[Tuple[int, int, str]], static: bool = True,
         values: Dict[str, Any] = {}
         static_fields: List[str] = []
         chip_problems: List[str] = []
+        multi = False
         for name, reader in metrics:
-            if name in STATIC_METRICS and not static:
+            if name in STATIC_METRICS and not static or multi and name in MULTI_COVERS:
                 continue
             if name in CARD_WIDE and npu in card_values and name in card_values[npu]:
                 values.update(card_values[npu][name])
@@ -352,6 +360,7 @@ def sweep(api: Api, unsupported: Set[Tuple[int, int, str]], static: bool = True,
                     chip_problems.append(str(failed))
                 continue
             values.update(got)
+            multi = multi or name == "multi_utilization"
             if name in STATIC_METRICS:
                 static_fields.extend(got)
             if name in CARD_WIDE:

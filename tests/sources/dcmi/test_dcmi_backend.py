@@ -39,7 +39,7 @@ def test_dcmi_stands_in_for_the_queries_it_reads_and_npu_smi_for_those_it_lacks(
         assert first.sources["dcmi"].ok and first.sources["npu-smi"].backend == "dcmi"
         assert not {"npu-smi:health", "npu-smi:ecc", "npu-smi:power", "npu-smi:usages"} & set(first.sources)
         assert first.sources["npu-smi:board"].ok  # firmware and compatibility: no DCMI call
-        # 910B's library refuses AI Cube and DDR bandwidth rates (-8255): -t usages comes back for them
+        # 910B's library refuses the DDR bandwidth rate (-8255): -t usages comes back for it
         second = sources.collect_once(full=True)
         assert second.sources["npu-smi:usages"].ok
         assert "npu-smi:health" not in second.sources
