@@ -10,8 +10,8 @@ daemon kills it at close, and a worker whose parent is gone (npumon killed with 
 while its main thread is stuck in a driver call.
 
 Requests: {"op": "open", "library": path, "owner_uid": n, "sticky_dirs": bool} -> {"ok", "api", "versions"};
-{"op": "sweep", "unsupported": [[npu, chip, metric]], "static": bool} -> read.sweep's answer. Every answer carries "ok" and, when
-false, "error" (one line).
+{"op": "sweep", "unsupported": [[npu, chip, metric]], "static": bool} -> read.sweep's answer. Every answer
+carries "ok" and, when false, "error" (one line).
 """
 
 import json
