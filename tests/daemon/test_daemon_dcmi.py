@@ -9,7 +9,7 @@ import pytest
 from daemon_harness import DaemonProcess, kill_leftovers, processes_of_simulation, sample, wait_until
 from npumon.sim.dcmi import FakeDcmiBuildError, build_fake_library, set_dcmi_faults
 
-pytestmark = [pytest.mark.integration, pytest.mark.e2e]
+pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")

@@ -124,3 +124,20 @@ def test_config_mistakes_are_one_line(text, message):
     with pytest.raises(ConfigError) as caught:
         parse_config(text)
     assert message in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_check_json_names_the_backend_in_use(tmp_path, library):
+    import json
+    import subprocess
+    import sys
+
+    config = tmp_path / "npumon.yaml"
+    config.write_text("collect: {backend: dcmi}\nstate_dir: %s\n" % (tmp_path / "state"))
+    runs = {}
+    for name, args in (("dcmi", ["--config", str(config)]), ("npu-smi", [])):
+        proc = subprocess.run([sys.executable, "-m", "npumon.cli.main", "check", "--simulate", "--json"] + args,
+                              capture_output=True, text=True, timeout=120)
+        runs[name] = json.loads(proc.stdout)["sources"]
+    assert runs["dcmi"]["npu-smi"]["backend"] == "dcmi" and runs["dcmi"]["dcmi"]["ok"]
+    assert runs["dcmi"]["dcmi"]["backend"] == "dcmi"
+    assert runs["npu-smi"]["npu-smi"]["backend"] == "npu-smi" and "dcmi" not in runs["npu-smi"]
