@@ -219,8 +219,13 @@ class Worker:
         proc.wait()
 
     def close(self) -> None:
-        """Kill the worker and start no other."""
+        """Kill the worker and start no other. The kill comes first, outside the lock: a poll waiting on a hung
+        call then sees the worker die at once rather than holding the stop up until its deadline."""
+        from ..children import kill_call
         self._closed = True
+        proc = self._proc
+        if proc is not None and proc.poll() is None:
+            kill_call(proc.pid, self._marker or "")
         with self._lock:
             self._stop()
 

@@ -182,3 +182,20 @@ def test_a_burst_of_init_type_errors_initialises_the_library_again(sim, library)
         assert "-8010 DCMI_ERR_CODE_SEND_MSG_FAIL" in source.statuses(time.time())["dcmi"].error
     finally:
         source.close()
+
+
+def test_close_during_a_hanging_call_ends_it_at_once(sim, library):
+    import threading
+
+    source = _source(sim, library, timeout=30.0)
+    source.poll("dcmi")
+    pid = source.worker.pid
+    set_dcmi_faults(sim.env["NPUMON_SIM_STATE"], hang=["*"], hang_seconds=600)
+    polling = threading.Thread(target=source.poll, args=("dcmi",))
+    polling.start()
+    time.sleep(0.5)
+    started = time.monotonic()
+    source.close()
+    polling.join(timeout=10)
+    assert not polling.is_alive() and time.monotonic() - started < 3.0
+    assert not _alive(pid) and "worker died mid-request" in source.statuses(time.time())["dcmi"].error
