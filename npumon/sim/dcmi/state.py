@@ -19,17 +19,21 @@ The format: one `key=value` per line, `#` comments; values are words separated b
 | `chip_type`, `chip_name`, `chip_ver`, `npu_name`, `aicore_cnt` | dcmi_chip_info(_v2) (npu-smi `-t board -c`) |
 | `board_id`, `pcb_id`, `bom_id`, `main_board_id`, `pci_*` | board and PCIe ids (npu-smi `-t board`) |
 | `elabel.*`, `card.<id>.serial_number`, `driver_version` | dcmi_get_card_elabel_v2, the versions |
-| `voltage_centivolts`, `aicore_rated_mhz`, `memory_clock_mhz`, `ecc_memory_type`, `vector_is_aivector` | product constants |
+| `voltage_centivolts`, `aicore_rated_mhz`, `memory_clock_mhz` | product constants (0.01 V, MHz) |
+| `ecc_memory_type`, `vector_is_aivector` | the ECC memory (2 HBM, 0 DDR); utilisation type 12 is AI Vector (910) |
 | `cooling` | `from to since time_constant`: the fan's temperature offset (products with a fan) |
 | `unsupported` | words `function`, `function:input_type`, `function@logic_id`: these return -8255 |
 | `chip.<logic>.card/device/phy/bus/memory_total_mb/vdie/ndie` | the chip's ids (die ids: 5 hex words) |
-| `chip.<logic>.<field>` | an expression: `c V`, `s N t0 v0 ...` (steps), `r start per_minute wobble period phase max min` (`nan`: no cap); health as DCMI's 0..3 |
+| `chip.<logic>.<field>` | a values.py expression (below); `health` as DCMI's 0..3, 0xFFFFFFFF |
 | `chip.<logic>.errors`, `chip.<logic>.error.<CODE>` | the chip's error codes (hex) and each one's information text |
 | `chip.<logic>.processes`, `chip.<logic>.process.<i>` | how many; `pid mb N` or `pid pct <expression>` |
 | `fault.init` | dcmi_init returns this code |
 | `fault.hang`, `fault.hang_seconds` | these functions (`*`: all but dcmi_init) sleep this long before answering |
 | `fault.segfault` | these functions (`*`: all but dcmi_init) crash the process with SIGSEGV |
 | `fault.code.<function>`, `fault.code.<function>@<logic>` | that function (on that chip) returns this code |
+
+Expressions: `c V` a constant; `s N t0 v0 t1 v1 ...` N steps; `r start per_minute wobble period phase max min`
+a ramp with its wobble (`nan`: no cap). The library rounds as values.py does (half to even, counters floored).
 """
 
 import math

@@ -219,16 +219,19 @@ def check_usage(dcmi, host, slot, values):
         assert hbm.bandwith_util_rate == int(usages["HBM Bandwidth Usage Rate(%)"])
         multi = ok(chip_call(dcmi, "dcmi_get_device_multi_utilization_rate", slot, MultiUtilization))
         period = MultiUtilization()  # (card, device, struct *, period): the struct before the period
-        assert dcmi.call("dcmi_get_device_multi_utilization_rate_period", slot.npu, slot.chip, byref(period), 1) == DCMI_OK
+        code = dcmi.call("dcmi_get_device_multi_utilization_rate_period", slot.npu, slot.chip, byref(period), 1)
+        assert code == DCMI_OK
+        printed = tuple(int(usages[key]) for key in (
+            "Aicube Usage Rate(%)", "Aivector Usage Rate(%)", "Aicore Usage Rate(%)", "NPU Utilization(%)"))
         for each in (multi, period):
-            assert (each.aic_util, each.aiv_util, each.aicore_util, each.npu_util) == tuple(int(usages[key]) for key in (
-                "Aicube Usage Rate(%)", "Aivector Usage Rate(%)", "Aicore Usage Rate(%)", "NPU Utilization(%)"))
+            assert (each.aic_util, each.aiv_util, each.aicore_util, each.npu_util) == printed
         assert chip_call(dcmi, "dcmi_get_device_memory_info_v3", slot, MemoryInfoV3)[0] == DCMI_ERR_CODE_NOT_SUPPORT
     else:
-        prefix = "DDR " if spec.family == FAMILY_310P else ""
-        rate_key = "DDR Usage Rate(%)" if spec.family == FAMILY_310P else "Memory Usage Rate(%)"
+        prefix = "DDR " if spec.family == FAMILY_310P else ""  # 310P keys say DDR, 310B keys say Memory
+        rate_key = prefix + "Usage Rate(%)" if prefix else "Memory Usage Rate(%)"
+        bandwidth_key = "DDR Bandwidth Usage Rate(%)" if prefix else "Memory Bandwidth Usage Rate(%)"
         expected = {1: rate_key, 2: "Aicore Usage Rate(%)", 3: "Aicpu Usage Rate(%)", 4: "Ctrlcpu Usage Rate(%)",
-                    5: "DDR Bandwidth Usage Rate(%)" if spec.family == FAMILY_310P else "Memory Bandwidth Usage Rate(%)"}
+                    5: bandwidth_key}
         if spec.family == FAMILY_310P:
             expected[12] = "Vectorcore Usage Rate(%)"
         memory = ok(chip_call(dcmi, "dcmi_get_device_memory_info_v3", slot, MemoryInfoV3))
