@@ -4,6 +4,8 @@ error when there is no compiler or the build fails; it exports the DCMI function
 import ctypes
 import os
 import shutil
+import subprocess
+import sys
 
 import pytest
 
@@ -62,3 +64,16 @@ def test_a_failing_build_is_one_line_and_leaves_nothing(tmp_path, monkeypatch):
     assert os.listdir(str(tmp_path / "cache")) == []
     with pytest.raises(FakeDcmiBuildError, match="exited 1"):
         build_fake_library(str(tmp_path / "cache"), compiler=shutil.which("false"))
+
+
+@needs_compiler
+def test_the_module_prints_the_library_or_one_line(tmp_path):
+    env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path))
+    run = subprocess.run([sys.executable, "-m", "npumon.sim.dcmi"], env=env, capture_output=True, text=True,
+                         timeout=120)
+    assert run.returncode == 0 and run.stdout.strip().startswith(str(tmp_path / "npumon" / "fake-dcmi"))
+    assert os.path.isfile(run.stdout.strip())
+    run = subprocess.run([sys.executable, "-m", "npumon.sim.dcmi"], env=dict(env, CC="", PATH=str(tmp_path)),
+                         capture_output=True, text=True, timeout=120)
+    assert (run.returncode, run.stdout) == (2, "")
+    assert run.stderr == "cannot build the simulated libdcmi.so: no C compiler (set CC or install gcc)\n"

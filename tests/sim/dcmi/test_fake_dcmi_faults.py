@@ -193,3 +193,18 @@ def test_a_damaged_state_file_gives_answers_or_codes_never_a_crash(fake_dcmi_lib
     for function in ("dcmi_get_device_temperature", "dcmi_get_device_health", "dcmi_get_device_power_info"):
         status, lines = run_caller(fake_dcmi_library, function, timeout=20)
         assert status == 0 and lines[1].startswith("call "), (function, lines)
+
+
+def test_calls_take_the_latency_models_time_when_it_is_on(dcmi, tmp_path, monkeypatch):
+    simulation = prepare_simulation(str(tmp_path / "slow"), scenario="healthy", time_scale=0, latency_scale=1.0)
+    for name, value in simulation.env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv(DCMI_STATE_ENV, raising=False)
+    started = time.monotonic()
+    assert dcmi.call("dcmi_init") == DCMI_OK
+    initialised = time.monotonic()
+    for _ in range(4):
+        assert dcmi.chip("dcmi_get_device_temperature", 0, 0, c_int)[0] == DCMI_OK
+    done = time.monotonic()
+    assert initialised - started >= 0.5  # the 910B3's npu-smi start: DCMI init opening every device
+    assert done - initialised >= 4 * 0.0175
