@@ -22,6 +22,7 @@ struct fake_chip {
     long memory_total_mb;
     unsigned int vdie[5], ndie[5];
     unsigned int health;
+    int compatibility; /* enum dcmi_device_compat; 0: not supported */
     int temperature, hbm_temperature, board_temperature;
     double power_watts;
     int power_tenths; /* power_watts as npu-smi prints it ("%.1f"), in 0.1 W */

@@ -130,6 +130,7 @@ int fake_chip_by_logic(int logic, struct fake_chip *chip)
     words_u32(fake_chip_get(logic, "vdie"), chip->vdie, 5);
     words_u32(fake_chip_get(logic, "ndie"), chip->ndie, 5);
     chip->health = (unsigned int)(long long)field(logic, "health");
+    chip->compatibility = (int)field(logic, "compatibility");
     chip->temperature = (int)py_round(py_round(field(logic, "temperature_celsius")) + cooling_offset());
     chip->hbm_temperature = (int)py_round(field(logic, "hbm_temperature_celsius"));
     chip->board_temperature = (int)py_round(field(logic, "board_temperature_celsius"));

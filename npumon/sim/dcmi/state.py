@@ -24,7 +24,7 @@ The format: one `key=value` per line, `#` comments; values are words separated b
 | `cooling` | `from to since time_constant`: the fan's temperature offset (products with a fan) |
 | `unsupported` | words `function`, `function:input_type`, `function@logic_id`: these return -8255 |
 | `chip.<logic>.card/device/phy/bus/memory_total_mb/vdie/ndie` | the chip's ids (die ids: 5 hex words) |
-| `chip.<logic>.<field>` | a values.py expression (below); `health` as DCMI's 0..3, 0xFFFFFFFF |
+| `chip.<logic>.<field>` | a values.py expression (below); `health` as DCMI's 0..3, 0xFFFFFFFF; `compatibility` 1..3, 0 none |
 | `chip.<logic>.errors`, `chip.<logic>.error.<CODE>` | the chip's error codes (hex) and each one's information text |
 | `chip.<logic>.processes`, `chip.<logic>.process.<i>` | how many; `pid mb N` or `pid pct <expression>` |
 | `fault.init` | dcmi_init returns this code |
@@ -55,6 +55,8 @@ DCMI_STATE_FILE = "dcmi-state.txt"
 # AReaL's DCMI reader: about 0.07 s per chip for its four getters (utilisation, HBM, temperature, power)
 DCMI_CALL_SECONDS = 0.07 / 4
 HEALTH_CODES = {"OK": 0, "Warning": 1, "Alarm": 2, "Critical": 3, "UNKNOWN": 0xFFFFFFFF}
+# enum dcmi_device_compat; npu-smi's "NOT SUPPORT" is the call's -8255 (0 here)
+COMPATIBILITY_CODES = {"OK": 1, "NOK": 2, "UNKNOWN": 3, "NOT SUPPORT": 0}
 ECC_DDR, ECC_HBM = 0, 2  # enum dcmi_device_type
 NDIE = 0  # enum dcmi_die_type
 # Getters npu-smi's main table needs: they answer in the "unsupported" behaviour, where only `-t` fails.
@@ -65,7 +67,7 @@ _QUERY_GETTERS = ("dcmi_get_device_errorcode_v2", "dcmi_get_device_errorcode_str
                   "dcmi_get_device_frequency", "dcmi_get_device_multi_utilization_rate",
                   "dcmi_get_device_multi_utilization_rate_period", "dcmi_get_device_ecc_info",
                   "dcmi_get_device_board_info", "dcmi_get_device_die_v2", "dcmi_get_card_elabel_v2",
-                  "dcmi_get_mainboard_id", "dcmi_mcu_get_power_info")
+                  "dcmi_get_mainboard_id", "dcmi_mcu_get_power_info", "dcmi_get_device_compatibility")
 UTILIZATION_TYPES = (1, 2, 3, 4, 5, 6, 10, 12, 13, 14)  # DCMI_UTILIZATION_RATE_*
 
 
@@ -159,8 +161,8 @@ def unsupported_calls(product: Product, behaviour: str = "normal") -> List[str]:
                         else (6, 10, 12, 13, 14))
         if family == FAMILY_310P:  # a 310P chip cannot measure its power; the card's MCU can
             calls.append("dcmi_get_device_power_info")
-        if family == FAMILY_310B:  # npu-smi shows no AI Core clock on 310B boards
-            calls += _typed("dcmi_get_device_frequency", (7, 9))
+        if family == FAMILY_310B:  # npu-smi shows no AI Core clock and no Compatibility on 310B boards
+            calls += _typed("dcmi_get_device_frequency", (7, 9)) + ["dcmi_get_device_compatibility"]
     if behaviour == "unsupported":
         calls += list(_QUERY_GETTERS) + _typed("dcmi_get_device_utilization_rate",
                                                [kind for kind in UTILIZATION_TYPES if kind != 2])
@@ -194,7 +196,9 @@ def _chip_lines(product: Product, slot, chips_spec: Dict[str, Any]) -> List[str]
     lines = [prefix + "card={}".format(slot.npu), prefix + "device={}".format(slot.chip),
              prefix + "phy={}".format(slot.phy_id), prefix + "memory_total_mb={}".format(slot.memory_total_mb),
              prefix + "vdie=" + die_id_words(slot), prefix + "ndie=" + die_id_words(slot, salt=0x0F0F),
-             prefix + "health=" + encode_expression(_health_codes(expressions["health"]), 0.0)]
+             prefix + "health=" + encode_expression(_coded(expressions["health"], HEALTH_CODES), 0.0),
+             prefix + "compatibility=" + encode_expression(_coded(expressions["compatibility"], COMPATIBILITY_CODES),
+                                                            0.0)]
     if slot.bus_id is not None:
         lines.append(prefix + "bus=" + slot.bus_id)
     lines += [prefix + "{}={}".format(name, encode_expression(expressions[name], phase))
@@ -213,10 +217,11 @@ def _chip_lines(product: Product, slot, chips_spec: Dict[str, Any]) -> List[str]
     return lines
 
 
-def _health_codes(expression: Any) -> Any:
+def _coded(expression: Any, codes: Dict[str, int]) -> Any:
+    """A text value (constant or steps) as the numbers DCMI returns for it."""
     if isinstance(expression, dict) and "steps" in expression:
-        return {"steps": [[at, HEALTH_CODES[value]] for at, value in expression["steps"]]}
-    return HEALTH_CODES[expression]
+        return {"steps": [[at, codes[value]] for at, value in expression["steps"]]}
+    return codes[expression]
 
 
 def encode_expression(expression: Any, phase: float) -> str:

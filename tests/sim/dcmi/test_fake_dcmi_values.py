@@ -19,6 +19,7 @@ from npumon.sim.scenario import load_scenario
 from npumon.sim.state import STATE_ENV, read_state, scenario_time
 
 HEALTH = {"OK": 0, "Warning": 1, "Alarm": 2, "Critical": 3, "UNKNOWN": 0xFFFFFFFF}
+COMPATIBILITY = {"OK": 1, "NOK": 2, "UNKNOWN": 3}  # enum dcmi_device_compat
 # the scenarios whose values npu-smi answers at all; hang and unsupported are tested in test_fake_dcmi_faults
 ANSWERING = [name for name in list_scenarios() if load_scenario(name)["behaviour"] in ("normal", "garbage")]
 
@@ -154,6 +155,11 @@ def check_identity(dcmi, host, slot):
         assert bus == board["PCIe Bus Info"]
         assert ["0x%04X" % value for value in (pcie.venderid, pcie.deviceid, pcie.subvenderid, pcie.subdeviceid)] == \
             [card["PCI Vendor ID"], card["PCI Device ID"], card["Subsystem Vendor ID"], card["Subsystem Device ID"]]
+    code, compatibility = chip_call(dcmi, "dcmi_get_device_compatibility", slot, c_int)
+    if card.get("Compatibility", "NOT SUPPORT") == "NOT SUPPORT":  # SoC boards print no Compatibility line
+        assert code == DCMI_ERR_CODE_NOT_SUPPORT
+    else:
+        assert (code, compatibility) == (DCMI_OK, COMPATIBILITY[card["Compatibility"]])
     code, main_board = chip_call(dcmi, "dcmi_get_mainboard_id", slot, c_uint)
     if "Main Board ID" in card:
         assert (code, "0x%02x" % main_board) == (DCMI_OK, card["Main Board ID"])
