@@ -14,6 +14,8 @@ from npumon.sim.dcmi.build import FakeDcmiBuildError, build_fake_library, find_c
 
 needs_compiler = pytest.mark.skipif(find_compiler() is None, reason="no C compiler (cc or gcc)")
 
+pytestmark = pytest.mark.integration  # builds and loads a C library with the system compiler
+
 
 @needs_compiler
 def test_an_unchanged_source_is_built_once(tmp_path):

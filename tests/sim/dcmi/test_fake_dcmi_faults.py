@@ -29,6 +29,8 @@ CALLER = textwrap.dedent("""
     print("call", getattr(lib, sys.argv[2])(0, 0, ctypes.byref(value)), value.value, flush=True)
 """)
 
+pytestmark = pytest.mark.integration  # builds and loads a C library with the system compiler
+
 
 @pytest.fixture
 def dcmi(fake_dcmi_library):

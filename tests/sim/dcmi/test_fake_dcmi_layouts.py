@@ -26,6 +26,8 @@ LAYOUTS = {
     "dcmi_elabel_info": (ElabelInfo, 1280, "serial_number", 1024),
 }
 
+pytestmark = pytest.mark.integration  # builds and loads a C library with the system compiler
+
 
 @pytest.fixture(scope="module")
 def measured(tmp_path_factory):

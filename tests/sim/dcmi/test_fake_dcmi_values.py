@@ -23,6 +23,8 @@ COMPATIBILITY = {"OK": 1, "NOK": 2, "UNKNOWN": 3}  # enum dcmi_device_compat
 # the scenarios whose values npu-smi answers at all; hang and unsupported are tested in test_fake_dcmi_faults
 ANSWERING = [name for name in list_scenarios() if load_scenario(name)["behaviour"] in ("normal", "garbage")]
 
+pytestmark = pytest.mark.integration  # builds and loads a C library with the system compiler
+
 
 @pytest.fixture(scope="module")
 def dcmi(fake_dcmi_library):
