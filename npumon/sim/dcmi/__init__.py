@@ -19,8 +19,9 @@ refuses every getter npu-smi's main table does not need. `garbage` has no DCMI f
 binary structs) and answers normally.
 
 Sources: fake_dcmi.c (enumeration, identity), fake_dcmi_getters.c (monitoring getters), fake_dcmi_state.c
-(state file, expressions, faults); headers: dcmi_interface_api.h (the real header, mind-cluster's copy) and
-dcmi_driver_extras.h (declarations only in the driver's own header).
+(state file, faults, support), fake_dcmi_values.c (a chip's values at the call's moment); headers:
+dcmi_interface_api.h (the real header, mind-cluster's copy) and dcmi_driver_extras.h (declarations only in
+the driver's own header).
 """
 
 from .build import FakeDcmiBuildError, build_fake_library, default_cache_dir, find_compiler

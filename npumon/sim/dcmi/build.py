@@ -2,7 +2,10 @@
 
     path = build_fake_library()              # ~/.cache/npumon/fake-dcmi/libdcmi-<hash>.so
     path = build_fake_library(cache_dir=d)   # or into a directory of your choice
+    python -m npumon.sim.dcmi                # prints the path (exit 2 and one line on stderr if it cannot)
 
+The cache directory is created 0755 and the library is 0755: a loader that refuses group- or
+world-writable files (as npu-exporter's does) accepts them when the directories above are safe too.
 The library's name carries a hash of the sources, the compiler and the flags: an unchanged library is
 reused, a changed source builds a new one. A build goes to a temporary file renamed into place, so
 processes building at the same time never load half a library. The compiler is $CC, else `cc`, else
@@ -13,11 +16,12 @@ import hashlib
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 from typing import List, Optional
 
 SOURCE_DIR = os.path.dirname(os.path.abspath(__file__))
-SOURCES = ("fake_dcmi.c", "fake_dcmi_state.c", "fake_dcmi_getters.c")
+SOURCES = ("fake_dcmi.c", "fake_dcmi_getters.c", "fake_dcmi_state.c", "fake_dcmi_values.c")
 HEADERS = ("dcmi_interface_api.h", "dcmi_driver_extras.h", "fake_dcmi.h")
 CFLAGS = ("-std=c99", "-O2", "-Wall", "-Wextra", "-Werror", "-fPIC", "-shared")
 LIBS = ("-lm", "-lpthread")
@@ -54,7 +58,7 @@ def build_fake_library(cache_dir: Optional[str] = None, compiler: Optional[str] 
     if os.path.isfile(target):
         return target
     try:
-        os.makedirs(cache_dir, exist_ok=True)
+        os.makedirs(cache_dir, mode=0o755, exist_ok=True)
     except OSError as exc:
         raise FakeDcmiBuildError("cannot build the simulated libdcmi.so: cannot create {}: {}".format(
             cache_dir, exc.strerror or exc)) from None
@@ -100,3 +104,13 @@ def _compile(compiler: str, output: str) -> None:
         first = next((line for line in errors if "error" in line), errors[0] if errors else "no message")
         raise FakeDcmiBuildError("cannot build the simulated libdcmi.so: {} exited {}: {}".format(
             os.path.basename(compiler), result.returncode, first.strip()))
+
+
+def main() -> int:
+    """`python -m npumon.sim.dcmi` (__main__.py)."""
+    try:
+        print(build_fake_library())
+    except FakeDcmiBuildError as exc:
+        sys.stderr.write("{}\n".format(exc))
+        return 2
+    return 0

@@ -42,7 +42,15 @@
 #define    DCMI_UTILIZATION_RATE_NPU             13
 #define    DCMI_UTILIZATION_RATE_AICUBE          14
 
+enum dcmi_device_compat {
+    DCMI_COMPAT_OK = 1,
+    DCMI_COMPAT_NOK = 2,
+    DCMI_COMPAT_UNKNOWN = 3
+};
+
 DCMIDLLEXPORT int dcmi_get_driver_version(char *driver_ver, unsigned int len);
+
+DCMIDLLEXPORT int dcmi_get_device_compatibility(int card_id, int device_id, enum dcmi_device_compat *compatibility);
 
 DCMIDLLEXPORT int dcmi_get_card_num_list(int *card_num, int *card_list, int list_len);
 

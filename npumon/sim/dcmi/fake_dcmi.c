@@ -305,6 +305,22 @@ int dcmi_get_device_die_v2(int card_id, int device_id, enum dcmi_die_type input_
     RETURN(DCMI_OK);
 }
 
+int dcmi_get_device_compatibility(int card_id, int device_id, enum dcmi_device_compat *compatibility)
+{
+    BEGIN("dcmi_get_device_compatibility");
+    NEED(compatibility);
+    CHIP(card_id, device_id, -1);
+    struct fake_chip first; /* the simulator sets it per card, on the card's chip 0, as npu-smi prints it */
+    int code = fake_chip_at(card_id, 0, &first);
+    if (code == DCMI_OK && first.compatibility == 0) { /* "NOT SUPPORT" */
+        code = DCMI_ERR_CODE_NOT_SUPPORT;
+    }
+    if (code == DCMI_OK) {
+        *compatibility = (enum dcmi_device_compat)first.compatibility;
+    }
+    RETURN(code);
+}
+
 int dcmi_get_card_elabel_v2(int card_id, struct dcmi_elabel_info *elabel_info)
 {
     BEGIN("dcmi_get_card_elabel_v2");

@@ -22,6 +22,7 @@ struct fake_chip {
     long memory_total_mb;
     unsigned int vdie[5], ndie[5];
     unsigned int health;
+    int compatibility; /* enum dcmi_device_compat; 0: not supported */
     int temperature, hbm_temperature, board_temperature;
     double power_watts;
     int power_tenths; /* power_watts as npu-smi prints it ("%.1f"), in 0.1 W */
@@ -45,6 +46,9 @@ int fake_begin(const char *function, int is_init);
 void fake_end(void);
 
 /* After fake_begin: */
+double fake_call_time(void);     /* scenario time of this call */
+const char *fake_chip_get(int logic, const char *field); /* chip.<logic>.<field>, or NULL */
+long fake_chip_long(int logic, const char *field, long fallback);
 const char *fake_get(const char *key); /* a global key's value, or NULL */
 long fake_get_long(const char *key, long fallback);
 double fake_get_double(const char *key, double fallback);

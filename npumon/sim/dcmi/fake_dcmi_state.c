@@ -1,7 +1,6 @@
 /* npumon's simulated libdcmi.so, part 2: the state file the Python simulator writes
-   (npumon/sim/dcmi/state.py documents its format), reread whenever it changes; the scenario's value
-   expressions evaluated at the moment of each call exactly as npumon/sim/values.py evaluates them; the
-   injected faults (hang, segfault, return codes) and the per-call latency. */
+   (npumon/sim/dcmi/state.py documents its format), reread whenever it changes; the injected faults (hang,
+   segfault, return codes), what the product does not support, and the per-call latency. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <math.h>
@@ -23,7 +22,6 @@
 #define CLOCK_ENV "NPUMON_SIM_DCMI_CLOCK"
 #define MAX_STATE_BYTES (4 * 1024 * 1024)
 #define MAX_ENTRIES 16384
-#define UINT32_MAX_VALUE 4294967295.0
 
 struct entry {
     const char *key;
@@ -36,7 +34,7 @@ static struct entry entries[MAX_ENTRIES];
 static int entry_count;
 static struct stat loaded_stat;
 static int loaded;
-static double call_t;              /* scenario time of the current call */
+static double call_t; /* scenario time of the current call */
 
 static int same_file(const struct stat *a, const struct stat *b)
 {
@@ -138,11 +136,17 @@ double fake_get_double(const char *key, double fallback)
     return value == NULL ? fallback : strtod(value, NULL);
 }
 
-static const char *chip_get(int logic, const char *field)
+const char *fake_chip_get(int logic, const char *field)
 {
     char key[128];
     snprintf(key, sizeof(key), "chip.%d.%s", logic, field);
     return fake_get(key);
+}
+
+long fake_chip_long(int logic, const char *field, long fallback)
+{
+    const char *value = fake_chip_get(logic, field);
+    return value == NULL ? fallback : strtol(value, NULL, 10);
 }
 
 /* Whether the space-separated list `list` holds the word `word`. */
@@ -207,6 +211,11 @@ int fake_begin(const char *function, int is_init)
     return DCMI_OK;
 }
 
+double fake_call_time(void)
+{
+    return call_t;
+}
+
 void fake_end(void)
 {
     pthread_mutex_unlock(&lock);
@@ -267,184 +276,6 @@ int fake_chip_count(void)
     return fake_card_count() * fake_chips_per_card();
 }
 
-/* One value expression at scenario time t, as values.evaluate: "c V" constant, "s N t0 v0 t1 v1 ..." steps,
-   "r start per_minute wobble period phase min max" a ramp (min/max "nan" when absent). */
-static double evaluate(const char *expression, double t)
-{
-    if (expression == NULL) {
-        return 0.0;
-    }
-    char *cursor;
-    if (expression[0] == 'c') {
-        return strtod(expression + 1, NULL);
-    }
-    if (expression[0] == 's') {
-        long count = strtol(expression + 1, &cursor, 10);
-        double value = 0.0;
-        for (long index = 0; index < count; index++) {
-            double at = strtod(cursor, &cursor), step = strtod(cursor, &cursor);
-            if (index == 0 || t >= at) {
-                value = step;
-            }
-        }
-        return value;
-    }
-    cursor = (char *)expression + 1;
-    double start = strtod(cursor, &cursor), per_minute = strtod(cursor, &cursor);
-    double wobble = strtod(cursor, &cursor), period = strtod(cursor, &cursor), phase = strtod(cursor, &cursor);
-    double high = strtod(cursor, &cursor), low = strtod(cursor, &cursor);
-    double value = start + per_minute * t / 60.0;
-    if (wobble != 0.0) {
-        value += wobble * sin(2.0 * M_PI * t / period + phase);
-    }
-    if (!isnan(high)) {
-        value = fmin(value, high);
-    }
-    if (!isnan(low)) {
-        value = fmax(value, low);
-    }
-    return value;
-}
-
-/* Python's round() (half to even) for the default rounding mode, and values.py's conversions. */
-static long py_round(double value)
-{
-    return (long)nearbyint(value);
-}
-
-static double field(int logic, const char *name)
-{
-    return evaluate(chip_get(logic, name), call_t);
-}
-
-static int percent(int logic, const char *name)
-{
-    return (int)py_round(fmin(100.0, fmax(0.0, field(logic, name))));
-}
-
-static long count_value(int logic, const char *name)
-{
-    return py_round(fmax(0.0, field(logic, name)));
-}
-
-static unsigned int counter(int logic, const char *name)
-{
-    return (unsigned int)fmin(UINT32_MAX_VALUE, floor(fmax(0.0, field(logic, name))));
-}
-
-/* npu-smi prints watts with "%.1f"; formatting the same double the same way gives the same tenths. */
-int fake_tenths(double watts)
-{
-    char printed[64];
-    snprintf(printed, sizeof(printed), "%.1f", watts);
-    char *point = strchr(printed, '.');
-    long whole = strtol(printed, NULL, 10);
-    return (int)(whole * 10 + (point != NULL ? point[1] - '0' : 0));
-}
-
-static double cooling_offset(void)
-{
-    const char *cooling = fake_get("cooling"); /* "from to since time_constant", products with a fan */
-    if (cooling == NULL) {
-        return 0.0;
-    }
-    char *cursor = (char *)cooling;
-    double from = strtod(cursor, &cursor), to = strtod(cursor, &cursor);
-    double since = strtod(cursor, &cursor), time_constant = strtod(cursor, &cursor);
-    return to + (from - to) * exp(-fmax(0.0, call_t - since) / time_constant);
-}
-
-static void words_u32(const char *list, unsigned int *out, int max)
-{
-    char *cursor = (char *)list;
-    for (int index = 0; index < max; index++) {
-        out[index] = cursor == NULL ? 0 : (unsigned int)strtoul(cursor, &cursor, 16);
-    }
-}
-
-int fake_chip_by_logic(int logic, struct fake_chip *chip)
-{
-    if (logic < 0 || logic >= fake_chip_count() || chip_get(logic, "card") == NULL) {
-        return DCMI_ERR_CODE_INVALID_DEVICE_ID;
-    }
-    memset(chip, 0, sizeof(*chip));
-    chip->logic = logic;
-    chip->card = (int)strtol(chip_get(logic, "card"), NULL, 10);
-    chip->device = (int)strtol(chip_get(logic, "device"), NULL, 10);
-    chip->phy = (int)strtol(chip_get(logic, "phy"), NULL, 10);
-    const char *bus = chip_get(logic, "bus");
-    chip->has_bus = bus != NULL && sscanf(bus, "%x:%x:%x.%x", &chip->domain, &chip->bus, &chip->dev,
-                                          &chip->func) == 4;
-    chip->memory_total_mb = strtol(chip_get(logic, "memory_total_mb"), NULL, 10);
-    words_u32(chip_get(logic, "vdie"), chip->vdie, 5);
-    words_u32(chip_get(logic, "ndie"), chip->ndie, 5);
-    chip->health = (unsigned int)(long long)field(logic, "health");
-    chip->temperature = (int)py_round(py_round(field(logic, "temperature_celsius")) + cooling_offset());
-    chip->hbm_temperature = (int)py_round(field(logic, "hbm_temperature_celsius"));
-    chip->board_temperature = (int)py_round(field(logic, "board_temperature_celsius"));
-    chip->power_watts = fmax(0.0, field(logic, "power_watts"));
-    chip->power_tenths = fake_tenths(chip->power_watts);
-    chip->aicore = percent(logic, "aicore_percent");
-    chip->aivector = percent(logic, "aivector_percent");
-    chip->aicube = percent(logic, "aicube_percent");
-    chip->npu_util = percent(logic, "npu_utilization_percent");
-    chip->aicpu = percent(logic, "aicpu_percent");
-    chip->ctrlcpu = percent(logic, "ctrlcpu_percent");
-    chip->vectorcore = percent(logic, "vectorcore_percent");
-    chip->hbm_bandwidth = percent(logic, "hbm_bandwidth_percent");
-    chip->ddr_bandwidth = percent(logic, "ddr_bandwidth_percent");
-    double used_share = fmin(100.0, fmax(0.0, field(logic, "memory_used_percent"))) / 100.0;
-    chip->memory_used_mb = py_round((double)chip->memory_total_mb * used_share);
-    chip->aicore_freq = count_value(logic, "aicore_freq_mhz");
-    chip->hugepages_total = count_value(logic, "hugepages_total");
-    chip->hugepages_used = count_value(logic, "hugepages_used");
-    chip->ecc_single = counter(logic, "ecc_single_bit_errors");
-    chip->ecc_double = counter(logic, "ecc_double_bit_errors");
-    chip->ecc_single_pages = counter(logic, "ecc_single_bit_isolated_pages");
-    chip->ecc_double_pages = counter(logic, "ecc_double_bit_isolated_pages");
-    char *cursor = (char *)chip_get(logic, "errors");
-    while (cursor != NULL && chip->error_count < FAKE_MAX_ERRORS) {
-        char *end;
-        unsigned long code = strtoul(cursor, &end, 16);
-        if (end == cursor) {
-            break;
-        }
-        chip->errors[chip->error_count++] = (unsigned int)code;
-        cursor = end;
-    }
-    long processes = strtol(chip_get(logic, "processes") ? chip_get(logic, "processes") : "0", NULL, 10);
-    for (long index = 0; index < processes && index < FAKE_MAX_PROCESSES; index++) {
-        char name[32];
-        snprintf(name, sizeof(name), "process.%ld", index);
-        const char *process = chip_get(logic, name); /* "pid mb N" or "pid pct <expression>" */
-        if (process == NULL) {
-            break;
-        }
-        char *rest;
-        chip->process_pid[index] = (int)strtol(process, &rest, 10);
-        while (*rest == ' ') {
-            rest++;
-        }
-        if (strncmp(rest, "mb ", 3) == 0) {
-            chip->process_mb[index] = strtol(rest + 3, NULL, 10);
-        } else {
-            double share = fmin(100.0, fmax(0.0, evaluate(rest + 4, call_t)));
-            chip->process_mb[index] = py_round((double)chip->memory_total_mb * share / 100.0);
-        }
-        chip->process_count++;
-    }
-    return DCMI_OK;
-}
-
-int fake_chip_at(int card_id, int device_id, struct fake_chip *chip)
-{
-    int index = fake_card_index(card_id);
-    if (index < 0 || device_id < 0 || device_id >= fake_chips_per_card()) {
-        return DCMI_ERR_CODE_INVALID_DEVICE_ID;
-    }
-    return fake_chip_by_logic(index * fake_chips_per_card() + device_id, chip);
-}
-
 int fake_injected_code(const char *function, int logic)
 {
     char key[160];
@@ -480,5 +311,5 @@ const char *fake_error_text(int logic, unsigned int code)
 {
     char name[64];
     snprintf(name, sizeof(name), "error.%08X", code);
-    return chip_get(logic, name);
+    return fake_chip_get(logic, name);
 }

@@ -19,17 +19,21 @@ The format: one `key=value` per line, `#` comments; values are words separated b
 | `chip_type`, `chip_name`, `chip_ver`, `npu_name`, `aicore_cnt` | dcmi_chip_info(_v2) (npu-smi `-t board -c`) |
 | `board_id`, `pcb_id`, `bom_id`, `main_board_id`, `pci_*` | board and PCIe ids (npu-smi `-t board`) |
 | `elabel.*`, `card.<id>.serial_number`, `driver_version` | dcmi_get_card_elabel_v2, the versions |
-| `voltage_centivolts`, `aicore_rated_mhz`, `memory_clock_mhz`, `ecc_memory_type`, `vector_is_aivector` | product constants |
+| `voltage_centivolts`, `aicore_rated_mhz`, `memory_clock_mhz` | product constants (0.01 V, MHz) |
+| `ecc_memory_type`, `vector_is_aivector` | the ECC memory (2 HBM, 0 DDR); utilisation type 12 is AI Vector (910) |
 | `cooling` | `from to since time_constant`: the fan's temperature offset (products with a fan) |
 | `unsupported` | words `function`, `function:input_type`, `function@logic_id`: these return -8255 |
 | `chip.<logic>.card/device/phy/bus/memory_total_mb/vdie/ndie` | the chip's ids (die ids: 5 hex words) |
-| `chip.<logic>.<field>` | an expression: `c V`, `s N t0 v0 ...` (steps), `r start per_minute wobble period phase max min` (`nan`: no cap); health as DCMI's 0..3 |
+| `chip.<logic>.<field>` | a values.py expression (below); `health` as DCMI's 0..3, 0xFFFFFFFF; `compatibility` 1..3, 0 none |
 | `chip.<logic>.errors`, `chip.<logic>.error.<CODE>` | the chip's error codes (hex) and each one's information text |
 | `chip.<logic>.processes`, `chip.<logic>.process.<i>` | how many; `pid mb N` or `pid pct <expression>` |
 | `fault.init` | dcmi_init returns this code |
 | `fault.hang`, `fault.hang_seconds` | these functions (`*`: all but dcmi_init) sleep this long before answering |
 | `fault.segfault` | these functions (`*`: all but dcmi_init) crash the process with SIGSEGV |
 | `fault.code.<function>`, `fault.code.<function>@<logic>` | that function (on that chip) returns this code |
+
+Expressions: `c V` a constant; `s N t0 v0 t1 v1 ...` N steps; `r start per_minute wobble period phase max min`
+a ramp with its wobble (`nan`: no cap). The library rounds as values.py does (half to even, counters floored).
 """
 
 import math
@@ -51,6 +55,8 @@ DCMI_STATE_FILE = "dcmi-state.txt"
 # AReaL's DCMI reader: about 0.07 s per chip for its four getters (utilisation, HBM, temperature, power)
 DCMI_CALL_SECONDS = 0.07 / 4
 HEALTH_CODES = {"OK": 0, "Warning": 1, "Alarm": 2, "Critical": 3, "UNKNOWN": 0xFFFFFFFF}
+# enum dcmi_device_compat; npu-smi's "NOT SUPPORT" is the call's -8255 (0 here)
+COMPATIBILITY_CODES = {"OK": 1, "NOK": 2, "UNKNOWN": 3, "NOT SUPPORT": 0}
 ECC_DDR, ECC_HBM = 0, 2  # enum dcmi_device_type
 NDIE = 0  # enum dcmi_die_type
 # Getters npu-smi's main table needs: they answer in the "unsupported" behaviour, where only `-t` fails.
@@ -61,7 +67,7 @@ _QUERY_GETTERS = ("dcmi_get_device_errorcode_v2", "dcmi_get_device_errorcode_str
                   "dcmi_get_device_frequency", "dcmi_get_device_multi_utilization_rate",
                   "dcmi_get_device_multi_utilization_rate_period", "dcmi_get_device_ecc_info",
                   "dcmi_get_device_board_info", "dcmi_get_device_die_v2", "dcmi_get_card_elabel_v2",
-                  "dcmi_get_mainboard_id", "dcmi_mcu_get_power_info")
+                  "dcmi_get_mainboard_id", "dcmi_mcu_get_power_info", "dcmi_get_device_compatibility")
 UTILIZATION_TYPES = (1, 2, 3, 4, 5, 6, 10, 12, 13, 14)  # DCMI_UTILIZATION_RATE_*
 
 
@@ -155,8 +161,8 @@ def unsupported_calls(product: Product, behaviour: str = "normal") -> List[str]:
                         else (6, 10, 12, 13, 14))
         if family == FAMILY_310P:  # a 310P chip cannot measure its power; the card's MCU can
             calls.append("dcmi_get_device_power_info")
-        if family == FAMILY_310B:  # npu-smi shows no AI Core clock on 310B boards
-            calls += _typed("dcmi_get_device_frequency", (7, 9))
+        if family == FAMILY_310B:  # npu-smi shows no AI Core clock and no Compatibility on 310B boards
+            calls += _typed("dcmi_get_device_frequency", (7, 9)) + ["dcmi_get_device_compatibility"]
     if behaviour == "unsupported":
         calls += list(_QUERY_GETTERS) + _typed("dcmi_get_device_utilization_rate",
                                                [kind for kind in UTILIZATION_TYPES if kind != 2])
@@ -190,7 +196,9 @@ def _chip_lines(product: Product, slot, chips_spec: Dict[str, Any]) -> List[str]
     lines = [prefix + "card={}".format(slot.npu), prefix + "device={}".format(slot.chip),
              prefix + "phy={}".format(slot.phy_id), prefix + "memory_total_mb={}".format(slot.memory_total_mb),
              prefix + "vdie=" + die_id_words(slot), prefix + "ndie=" + die_id_words(slot, salt=0x0F0F),
-             prefix + "health=" + encode_expression(_health_codes(expressions["health"]), 0.0)]
+             prefix + "health=" + encode_expression(_coded(expressions["health"], HEALTH_CODES), 0.0),
+             prefix + "compatibility=" + encode_expression(_coded(expressions["compatibility"], COMPATIBILITY_CODES),
+                                                            0.0)]
     if slot.bus_id is not None:
         lines.append(prefix + "bus=" + slot.bus_id)
     lines += [prefix + "{}={}".format(name, encode_expression(expressions[name], phase))
@@ -209,10 +217,11 @@ def _chip_lines(product: Product, slot, chips_spec: Dict[str, Any]) -> List[str]
     return lines
 
 
-def _health_codes(expression: Any) -> Any:
+def _coded(expression: Any, codes: Dict[str, int]) -> Any:
+    """A text value (constant or steps) as the numbers DCMI returns for it."""
     if isinstance(expression, dict) and "steps" in expression:
-        return {"steps": [[at, HEALTH_CODES[value]] for at, value in expression["steps"]]}
-    return HEALTH_CODES[expression]
+        return {"steps": [[at, codes[value]] for at, value in expression["steps"]]}
+    return codes[expression]
 
 
 def encode_expression(expression: Any, phase: float) -> str:

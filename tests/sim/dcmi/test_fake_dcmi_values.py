@@ -19,8 +19,11 @@ from npumon.sim.scenario import load_scenario
 from npumon.sim.state import STATE_ENV, read_state, scenario_time
 
 HEALTH = {"OK": 0, "Warning": 1, "Alarm": 2, "Critical": 3, "UNKNOWN": 0xFFFFFFFF}
+COMPATIBILITY = {"OK": 1, "NOK": 2, "UNKNOWN": 3}  # enum dcmi_device_compat
 # the scenarios whose values npu-smi answers at all; hang and unsupported are tested in test_fake_dcmi_faults
 ANSWERING = [name for name in list_scenarios() if load_scenario(name)["behaviour"] in ("normal", "garbage")]
+
+pytestmark = pytest.mark.integration  # builds and loads a C library with the system compiler
 
 
 @pytest.fixture(scope="module")
@@ -154,6 +157,11 @@ def check_identity(dcmi, host, slot):
         assert bus == board["PCIe Bus Info"]
         assert ["0x%04X" % value for value in (pcie.venderid, pcie.deviceid, pcie.subvenderid, pcie.subdeviceid)] == \
             [card["PCI Vendor ID"], card["PCI Device ID"], card["Subsystem Vendor ID"], card["Subsystem Device ID"]]
+    code, compatibility = chip_call(dcmi, "dcmi_get_device_compatibility", slot, c_int)
+    if card.get("Compatibility", "NOT SUPPORT") == "NOT SUPPORT":  # SoC boards print no Compatibility line
+        assert code == DCMI_ERR_CODE_NOT_SUPPORT
+    else:
+        assert (code, compatibility) == (DCMI_OK, COMPATIBILITY[card["Compatibility"]])
     code, main_board = chip_call(dcmi, "dcmi_get_mainboard_id", slot, c_uint)
     if "Main Board ID" in card:
         assert (code, "0x%02x" % main_board) == (DCMI_OK, card["Main Board ID"])
@@ -219,16 +227,19 @@ def check_usage(dcmi, host, slot, values):
         assert hbm.bandwith_util_rate == int(usages["HBM Bandwidth Usage Rate(%)"])
         multi = ok(chip_call(dcmi, "dcmi_get_device_multi_utilization_rate", slot, MultiUtilization))
         period = MultiUtilization()  # (card, device, struct *, period): the struct before the period
-        assert dcmi.call("dcmi_get_device_multi_utilization_rate_period", slot.npu, slot.chip, byref(period), 1) == DCMI_OK
+        code = dcmi.call("dcmi_get_device_multi_utilization_rate_period", slot.npu, slot.chip, byref(period), 1)
+        assert code == DCMI_OK
+        printed = tuple(int(usages[key]) for key in (
+            "Aicube Usage Rate(%)", "Aivector Usage Rate(%)", "Aicore Usage Rate(%)", "NPU Utilization(%)"))
         for each in (multi, period):
-            assert (each.aic_util, each.aiv_util, each.aicore_util, each.npu_util) == tuple(int(usages[key]) for key in (
-                "Aicube Usage Rate(%)", "Aivector Usage Rate(%)", "Aicore Usage Rate(%)", "NPU Utilization(%)"))
+            assert (each.aic_util, each.aiv_util, each.aicore_util, each.npu_util) == printed
         assert chip_call(dcmi, "dcmi_get_device_memory_info_v3", slot, MemoryInfoV3)[0] == DCMI_ERR_CODE_NOT_SUPPORT
     else:
-        prefix = "DDR " if spec.family == FAMILY_310P else ""
-        rate_key = "DDR Usage Rate(%)" if spec.family == FAMILY_310P else "Memory Usage Rate(%)"
+        prefix = "DDR " if spec.family == FAMILY_310P else ""  # 310P keys say DDR, 310B keys say Memory
+        rate_key = prefix + "Usage Rate(%)" if prefix else "Memory Usage Rate(%)"
+        bandwidth_key = "DDR Bandwidth Usage Rate(%)" if prefix else "Memory Bandwidth Usage Rate(%)"
         expected = {1: rate_key, 2: "Aicore Usage Rate(%)", 3: "Aicpu Usage Rate(%)", 4: "Ctrlcpu Usage Rate(%)",
-                    5: "DDR Bandwidth Usage Rate(%)" if spec.family == FAMILY_310P else "Memory Bandwidth Usage Rate(%)"}
+                    5: bandwidth_key}
         if spec.family == FAMILY_310P:
             expected[12] = "Vectorcore Usage Rate(%)"
         memory = ok(chip_call(dcmi, "dcmi_get_device_memory_info_v3", slot, MemoryInfoV3))
