@@ -6,7 +6,7 @@ and the npu-smi main table stays the primary tier (the chip list, processes and 
 comes back, per query: while the DCMI source is down (its worker hung, crashed, restarting), and for good where
 DCMI lacks it -- every chip answered one of its calls "unsupported" (QUERY_METRICS: e.g. AI Cube and DDR
 bandwidth rates, which 910B's library refuses, bring `usages` back). `board` stays on npu-smi either way:
-firmware version and compatibility have no DCMI call.
+the firmware version has no DCMI call.
 
 auto: DCMI where a library passes the path checks, loads and initialises in a worker, npu-smi otherwise. That
 probe runs once, when the sources are built, and its worker is handed to the DCMI source.

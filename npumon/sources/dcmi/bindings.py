@@ -152,6 +152,7 @@ SIGNATURES: Dict[str, Tuple] = {
     "dcmi_get_all_device_count": (_PI,),
     "dcmi_get_driver_health": (_PU,),
     "dcmi_get_device_errorcode_string": _dev(_U, P(c_ubyte), _I),
+    "dcmi_get_device_compatibility": _dev(P(c_enum)),
     # dcmi_interface_api_v2.h: one logical device id
     "dcmiv2_init": (),
     "dcmiv2_get_device_list": (_PI, _PI, _I),

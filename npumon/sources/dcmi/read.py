@@ -310,6 +310,13 @@ def read_serial(api: Api, ref) -> Dict[str, Any]:
     return {"serial_number": serial} if serial and serial != "NA" else {}
 
 
+def read_compatibility(api: Api, ref) -> Dict[str, Any]:
+    """The card's firmware against the driver, as npu-smi's `-t board` Compatibility prints it."""
+    value = ctypes.c_int(0)
+    _get(api, ref, "compatibility", "dcmi_get_device_compatibility", ctypes.byref(value))
+    return {"compatibility": s.COMPATIBILITY_TEXT.get(value.value, "UNKNOWN")}
+
+
 METRICS: Tuple[Tuple[str, Callable], ...] = (
     ("chip_info", read_chip_info), ("ids", read_ids), ("pcie", read_pcie), ("health", read_health),
     ("error_codes", read_error_codes), ("temperature", read_temperature), ("power", read_power),
@@ -318,15 +325,16 @@ METRICS: Tuple[Tuple[str, Callable], ...] = (
     ("hbm", read_hbm), ("memory", read_memory),
     ("ecc:hbm", ecc_reader("hbm", s.DCMI_DEVICE_TYPE_HBM)), ("ecc:ddr", ecc_reader("ddr", s.DCMI_DEVICE_TYPE_DDR)),
     ("aicore_freq", read_aicore_freq), ("aicore_rated_freq", read_aicore_rated_freq), ("board", read_board),
-    ("vdie", read_vdie), ("serial", read_serial),
+    ("vdie", read_vdie), ("serial", read_serial), ("compatibility", read_compatibility),
 )
 METRIC_NAMES = tuple(name for name, _ in METRICS)
-CARD_WIDE = frozenset(("card_power", "serial"))  # asked of a card's first chip, given to all of its chips
+CARD_WIDE = frozenset(("card_power", "serial", "compatibility"))  # asked of a card's first chip, given to all of its chips
 # What changes only with the hardware: asked in the first sweep and then at the identity interval, not every poll
 # (a third of the calls).
 MULTI_COVERS = frozenset("utilization:" + field for field in (
     "aicore_ratio", "aicube_ratio", "vector_ratio", "npu_util_ratio"))
-STATIC_METRICS = frozenset(("chip_info", "ids", "pcie", "aicore_rated_freq", "board", "vdie", "serial"))
+STATIC_METRICS = frozenset(("chip_info", "ids", "pcie", "aicore_rated_freq", "board", "vdie", "serial",
+                            "compatibility"))
 
 
 def sweep(api: Api, unsupported: Set[Tuple[int, int, str]], static: bool = True, metrics=METRICS) -> Dict[str, Any]:

@@ -17,12 +17,12 @@ from npumon.sources.target import Target
 
 pytestmark = pytest.mark.integration
 
-SCENARIOS = ("healthy", "health-alarm", "health-critical", "ecc-rising", "overheat", "hbm-leak")
+SCENARIOS = ("healthy", "health-alarm", "health-critical", "ecc-rising", "overheat", "hbm-leak", "board-incompatible")
 # Time-dependent or not the backends' business (the probe, host facts).
 IGNORED = frozenset(("probe", "pcie", "numa_node", "processes"))
 # What npu-smi prints and DCMI has no call for on these products (or one the simulated library refuses, -8255,
 # as the real one does): these come from npu-smi only.
-NPU_SMI_ONLY = frozenset(("firmware_version", "driver_version", "compatibility", "aicube_ratio", "ddr_bandwidth_ratio"))
+NPU_SMI_ONLY = frozenset(("firmware_version", "driver_version", "ddr_bandwidth_ratio"))
 # What DCMI reads that npu-smi's outputs do not print (ids from DCMI's own calls; the 310 family's ECC pages).
 DCMI_ONLY = frozenset(("aicore_count", "npu_name", "hbm_freq_mhz", "aicore_rated_freq_mhz", "board_id", "slot_id",
                        "pcie_vendor_id", "pcie_device_id", "pcie_subvendor_id", "pcie_subdevice_id",
