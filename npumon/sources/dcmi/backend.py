@@ -4,8 +4,8 @@ The npu-smi source and the DCMI source are built from the same decision (one per
 DCMI in use, an npu-smi query tier whose values DCMI reads (COVERED_QUERIES) is not asked (`Decision.covers`),
 and the npu-smi main table stays the primary tier (the chip list, processes and the rules' rhythm). A query
 comes back, per query: while the DCMI source is down (its worker hung, crashed, restarting), and for good where
-DCMI lacks it -- every chip answered one of its calls "unsupported" (QUERY_METRICS: e.g. AI Cube and DDR
-bandwidth rates, which 910B's library refuses, bring `usages` back). `board` stays on npu-smi either way:
+DCMI lacks it -- every chip answered one of its calls "unsupported" (QUERY_METRICS: e.g. the DDR
+bandwidth rate, which 910B's library refuses, brings `usages` back). `board` stays on npu-smi either way:
 the firmware version has no DCMI call.
 
 auto: DCMI where a library passes the path checks, loads and initialises in a worker, npu-smi otherwise. That
