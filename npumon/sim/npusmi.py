@@ -96,6 +96,10 @@ class Call:
             from .knobs import respond_set  # the knob module is loaded only by the calls that need it
 
             text, status = respond_set(args[1:], product, self.state_dir, t)
+            if product.knobs:  # the fan moves the chips' temperatures: DCMI reads them too
+                from .dcmi.state import write_dcmi_state
+
+                write_dcmi_state(self.state_dir)
         else:
             text, status = respond(args, sim_host(state, t, _knobs_of(product, self.state_dir)))
         scenario = state["scenario"]

@@ -11,7 +11,7 @@ format follows the nearest one that is shown, and says so.
 from typing import List, Optional, Sequence
 
 from .products import ChipSlot, Product
-from .render_query import CORE_VOLTS, die_id
+from .render_query import CORE_VOLTS, die_id_words
 from .render_table import MAX_PROCESSES_PER_CHIP, PROCESS_NAME_LENGTH, Chip, bus_id_cell
 from .values import ChipValues
 
@@ -214,7 +214,7 @@ def _board(product: Product, slot: ChipSlot, values: ChipValues, driver_version:
         _kv("PCI Vendor ID", "0x%04X" % board.vendor_id), _kv("PCI Device ID", "0x%04X" % board.device_id),
         _kv("Subsystem Vendor ID", "0x%04X" % board.subsystem_vendor_id),
         _kv("Subsystem Device ID", "0x%04X" % board.subsystem_device_id),
-        _kv("Chip Count", product.chips_per_card), _kv("DDie ID", die_id(slot, salt=0xDD1E)),
+        _kv("Chip Count", product.chips_per_card), _kv("DDie ID", die_id_words(slot, salt=0xDD1E)),
         _kv("Chip Position ID", slot.chip),
     ]
 

@@ -358,9 +358,9 @@ def _chip_board(product: Product, slot: ChipSlot, firmware_version: str) -> Line
         lines.append(_kv("Module Board ID", "NA"))
     if product.family != FAMILY_310P:
         lines += [_kv("PCB ID", "NA"), _kv("BOM ID", board.bom_id)]
-    die_words = die_id(slot)
+    die_words = die_id_words(slot)
     if product.has_hbm:
-        lines += [_kv("VDie ID", die_words), _kv("NDie ID", die_id(slot, salt=0x0F0F))]
+        lines += [_kv("VDie ID", die_words), _kv("NDie ID", die_id_words(slot, salt=0x0F0F))]
     elif product.family == FAMILY_310B:  # 310B boards print the chip version before the die id words
         lines.append(_kv("Die ID", "{}, {}".format(board.chip_version, die_words)))
     else:
@@ -371,7 +371,7 @@ def _chip_board(product: Product, slot: ChipSlot, firmware_version: str) -> Line
     return lines
 
 
-def die_id(slot: ChipSlot, salt: int = 0) -> str:
+def die_id_words(slot: ChipSlot, salt: int = 0) -> str:
     """Five stable 32-bit words per chip, printed like npu-smi's " %08X" die ids."""
     seed = (slot.device_id + 1) * 0x9E3779B1 + salt
     return " ".join("%08X" % ((seed * (index + 3) + index * 0x01000193) & 0xFFFFFFFF) for index in range(5))

@@ -156,15 +156,27 @@ def _chip_expressions(chips_spec: Dict[str, Any], device_id: int) -> Dict[str, A
     return merged
 
 
-def chip_values_at(chips_spec: Dict[str, Any], device_id: int, t: float, memory_total_mb: int,
-                   rated_freq_mhz: int, ddr_total_mb: int = 0) -> ChipValues:
+def resolved_chip_expressions(chips_spec: Dict[str, Any], device_id: int, rated_freq_mhz: int) -> Dict[str, Any]:
+    """Every field's expression for one chip, the followers and the rated frequency filled in (the
+    simulated libdcmi.so evaluates these same expressions, sim/dcmi/state.py)."""
     expressions = _chip_expressions(chips_spec, device_id)
     for name, source in _FOLLOWS.items():
         if expressions[name] is None:
             expressions[name] = expressions[source]
     if expressions["aicore_freq_mhz"] is None:
         expressions["aicore_freq_mhz"] = rated_freq_mhz
-    phase = 0.7 * device_id
+    return expressions
+
+
+def chip_phase(device_id: int) -> float:
+    """The wobble phase of a chip's numbers, so chips differ."""
+    return 0.7 * device_id
+
+
+def chip_values_at(chips_spec: Dict[str, Any], device_id: int, t: float, memory_total_mb: int,
+                   rated_freq_mhz: int, ddr_total_mb: int = 0) -> ChipValues:
+    expressions = resolved_chip_expressions(chips_spec, device_id, rated_freq_mhz)
+    phase = chip_phase(device_id)
     numbers = {name: evaluate(expressions[name], t, phase)
                for name, (kind, _) in CHIP_FIELDS.items() if kind == NUMBER}
     used_share = min(100.0, max(0.0, numbers.pop("memory_used_percent"))) / 100.0
