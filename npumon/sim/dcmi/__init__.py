@@ -26,7 +26,7 @@ the driver's own header).
 
 from .build import FakeDcmiBuildError, build_fake_library, default_cache_dir, find_compiler
 from .faults import set_dcmi_faults
-from .state import DCMI_CLOCK_ENV, DCMI_STATE_ENV, DCMI_STATE_FILE, dcmi_state_path, write_dcmi_state
+from .state import DCMI_CLOCK_ENV, DCMI_PRODUCTS, DCMI_STATE_ENV, DCMI_STATE_FILE, dcmi_state_path, write_dcmi_state
 
 __all__ = ["FakeDcmiBuildError", "build_fake_library", "default_cache_dir", "find_compiler", "set_dcmi_faults",
-           "DCMI_CLOCK_ENV", "DCMI_STATE_ENV", "DCMI_STATE_FILE", "dcmi_state_path", "write_dcmi_state"]
+           "DCMI_CLOCK_ENV", "DCMI_PRODUCTS", "DCMI_STATE_ENV", "DCMI_STATE_FILE", "dcmi_state_path", "write_dcmi_state"]

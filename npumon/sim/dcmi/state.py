@@ -91,6 +91,13 @@ def write_dcmi_state(state_dir: str) -> str:
     return path
 
 
+# The products the C library was written for. The others (the 910A training server, the 950 whose driver
+# speaks DCMI V2: dcmiv2_*) are not simulated: their dcmi_init returns -8255 DCMI_ERR_CODE_NOT_SUPPORT, so
+# `collect.backend: auto` keeps npu-smi there and `dcmi` says why it is down.
+DCMI_PRODUCTS = ("atlas-800i-a2", "atlas-a3", "atlas-300i-duo", "atlas-200i-a2")
+NOT_SIMULATED_INIT_CODE = -8255
+
+
 def state_lines(state: Dict[str, Any], knobs: Dict[str, Any], faults: Dict[str, Any]) -> List[str]:
     """The state file's lines (pure: the simulation's state, its knobs and its DCMI faults)."""
     product = get_product(state["product"])
@@ -108,6 +115,8 @@ def state_lines(state: Dict[str, Any], knobs: Dict[str, Any], faults: Dict[str, 
         values["cooling"] = _words((cooling["from"], cooling["to"], cooling["since"], COOLING_TIME_CONSTANT))
     values["unsupported"] = " ".join(unsupported_calls(product, scenario["behaviour"]))
     lines += ["{}={}".format(key, value) for key, value in values.items()]
+    if product.name not in DCMI_PRODUCTS and faults.get("init") is None:
+        faults = dict(faults, init=NOT_SIMULATED_INIT_CODE)
     lines += _fault_lines(faults, scenario["behaviour"])
     for slot in product.slots():
         lines += _chip_lines(product, slot, scenario["chips"])

@@ -15,7 +15,7 @@ from fake_dcmi_binding import (DCMI_ERR_CODE_DEVICE_NOT_EXIST, DCMI_ERR_CODE_NOT
                                DCMI_ERR_CODE_TIME_OUT, DCMI_OK, BoardInfo, ChipInfo, Dcmi, EccInfo, HbmInfo)
 
 from npumon.sim import prepare_simulation, set_scenario
-from npumon.sim.dcmi import DCMI_CLOCK_ENV, DCMI_STATE_ENV, set_dcmi_faults
+from npumon.sim.dcmi import DCMI_CLOCK_ENV, DCMI_PRODUCTS, DCMI_STATE_ENV, set_dcmi_faults
 from npumon.sim.npusmi import begin_call
 from npumon.sim.state import STATE_ENV
 
@@ -70,6 +70,15 @@ def test_init_fails_with_the_injected_code_until_cleared(dcmi, sim):
     assert dcmi.call("dcmi_init") == DCMI_ERR_CODE_NOT_REDAY
     set_dcmi_faults(state_dir(sim))
     assert dcmi.call("dcmi_init") == DCMI_OK
+
+
+@pytest.mark.parametrize("product", ["atlas-800-9000", "atlas-350"])
+def test_a_product_the_library_does_not_simulate_refuses_init(dcmi, tmp_path, monkeypatch, product):
+    # The 910A and the 950 are simulated for npu-smi only: DCMI must say so rather than answer made-up values.
+    simulation = prepare_simulation(str(tmp_path / product), scenario="healthy", product=product, time_scale=0)
+    monkeypatch.setenv(STATE_ENV, simulation.env[STATE_ENV])
+    assert product not in DCMI_PRODUCTS
+    assert dcmi.call("dcmi_init") == DCMI_ERR_CODE_NOT_SUPPORT
 
 
 def test_without_a_simulation_every_call_says_no_device(dcmi, monkeypatch, tmp_path):

@@ -10,8 +10,8 @@ from fake_dcmi_binding import (DCMI_DEVICE_TYPE_DDR, DCMI_DEVICE_TYPE_HBM, DCMI_
                                ChipInfo, ChipInfoV2, Dcmi, DieId, EccInfo, HbmInfo, MemoryInfoV3, MultiUtilization,
                                PcieInfoAll, text)
 
-from npumon.sim import list_products, list_scenarios, prepare_simulation
-from npumon.sim.dcmi import DCMI_CLOCK_ENV
+from npumon.sim import list_scenarios, prepare_simulation
+from npumon.sim.dcmi import DCMI_PRODUCTS, DCMI_CLOCK_ENV
 from npumon.sim.knobs import read_knobs
 from npumon.sim.npusmi import respond, sim_host
 from npumon.sim.products import FAMILY_310B, FAMILY_310P, FAMILY_910_93, get_product
@@ -64,7 +64,7 @@ def ok(result):
 
 
 @pytest.mark.parametrize("at", [0.0, 900.0])
-@pytest.mark.parametrize("product", list_products())
+@pytest.mark.parametrize("product", DCMI_PRODUCTS)
 @pytest.mark.parametrize("scenario", ANSWERING)
 def test_every_function_answers_what_npu_smi_prints(dcmi, tmp_path, monkeypatch, scenario, product, at):
     host = simulate(tmp_path, monkeypatch, scenario, product, at)

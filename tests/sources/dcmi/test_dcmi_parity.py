@@ -10,8 +10,8 @@ import pytest
 from npumon.cli.check import load_rule_engine
 from npumon.config.load import parse_config
 from npumon.model import chip_json
-from npumon.sim.dcmi import FakeDcmiBuildError, build_fake_library
-from npumon.sim.simulation import list_products, prepare_simulation
+from npumon.sim.dcmi import DCMI_PRODUCTS, FakeDcmiBuildError, build_fake_library
+from npumon.sim.simulation import prepare_simulation
 from npumon.sources.collection import SourceSet
 from npumon.sources.target import Target
 
@@ -71,7 +71,7 @@ def _differences(left, right):
     return diffs, only_left, only_right
 
 
-@pytest.mark.parametrize("product", list_products())
+@pytest.mark.parametrize("product", DCMI_PRODUCTS)
 @pytest.mark.parametrize("scenario", SCENARIOS)
 def test_dcmi_and_npu_smi_agree(product, scenario, library):
     through_npu_smi, config = _snapshot(product, scenario, "npu-smi", library)
