@@ -6,6 +6,7 @@ source then sets the host part (and each chip's PCIe link), and the sources afte
 """
 
 from .ambient import SPEC as AMBIENT
+from .hccn.source import SPEC as HCCN
 from .host.source import SPEC as HOST
 from .npusmi.source import SPEC as NPU_SMI
 from .probe.source import SPEC as PROBE
@@ -17,4 +18,5 @@ SOURCES = (
     SERVING,  # the inference server's request queue depth
     AMBIENT,  # the inlet/board temperature for the fan governor
     PROBE,  # the liveness probe on the NPU
+    HCCN,  # the NPUs' RoCE ports through hccn_tool (per chip, by the physical id the chips above carry)
 )
