@@ -50,6 +50,8 @@ TIERS = {
 }
 MAX_PHY_ID = 99  # `-i` takes at most two digits (MAX_PHY_ID_LEN 2)
 FIRST_CHIPS_WAIT_SECONDS = 1.0
+# Each call's deadline in a one-shot `npumon check`: a healthy hccn_tool call takes well under a second.
+ONE_SHOT_TIMEOUT_SECONDS = 3.0
 
 Values = Dict[str, Any]
 ChipKey = Tuple[int, int]
@@ -112,6 +114,7 @@ class HccnSource:
         self._values: Dict[ChipKey, Dict[str, Tuple[str, float, Any]]] = {}  # field -> (tier, time, value)
         self._phy: Dict[ChipKey, int] = {}
         self._mapping: Dict[ChipKey, Dict[str, int]] = {}
+        self._chip_locks: Dict[ChipKey, threading.Lock] = {}
         self._blocked_until: Dict[ChipKey, float] = {}  # time.monotonic() until which a not-ready chip rests
         self._unsupported: set = set()  # commands the product refuses
         # tier -> its last poll's status; a tier shows once it has been polled (a quick check polls only `hccn`)
@@ -222,10 +225,30 @@ class HccnSource:
         """One chip's commands in turn: (answered, left out, problems). A call that runs out of time ends the
         chip's turn: a chip that is not ready would make every one of its calls wait."""
         key, phy = target
+        with self._lock:
+            chip_lock = self._chip_locks.setdefault(key, threading.Lock())
+        # One call per chip at a time across the tiers: a chip that blocks then holds one slot, not one per tier,
+        # and the tiers that wait for it see that it was found not ready and leave it alone.
+        if not chip_lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
+            return 0, len(commands), []
+        try:
+            return self._ask_chip(tier, key, phy, commands, deadline, started)
+        finally:
+            chip_lock.release()
+
+    def _ask_chip(self, tier: str, key: ChipKey, phy: int, commands: Sequence[str], deadline: float,
+                  started: float) -> Tuple[int, int, List[str]]:
         subject = "npu{}/chip{}".format(*key)
         answered, problems = 0, []
+        with self._lock:
+            blocked = self._blocked_until.get(key, 0.0) - time.monotonic()
+        if blocked > 0:
+            return 0, 0, ["{} (phy {}): not ready, left alone for {:.0f}s more".format(subject, phy, blocked)]
+        # A one-shot pass under a budget (`npumon check`) cannot give a chip that hangs the daemon's deadline.
+        timeout = self.settings.timeout_seconds if self.runner.not_after is None \
+            else min(self.settings.timeout_seconds, ONE_SHOT_TIMEOUT_SECONDS)
         for index, command in enumerate(commands):
-            result = self.runner.run(["-i", str(phy), command, "-g"], timeout_seconds=self.settings.timeout_seconds,
+            result = self.runner.run(["-i", str(phy), command, "-g"], timeout_seconds=timeout,
                                      not_after=deadline, label=tier, program=self.program)
             if not result.started or result.cut_off:
                 return answered, len(commands) - index, problems
