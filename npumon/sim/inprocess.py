@@ -34,6 +34,11 @@ class InProcessNpuSmi:
         self.sleep = sleep
         self.rng = rng or random.Random()
 
+    @staticmethod
+    def handles(argv: List[str]) -> bool:
+        """Whether this argv is one of the simulators' (any other program, e.g. a configured tool, runs for real)."""
+        return MODULE in argv[:3] or hccn.MODULE in argv[:3]
+
     def __call__(self, argv: List[str], env: Optional[Dict[str, str]], timeout_seconds: float) -> CommandResult:
         if hccn.MODULE in argv[:3]:
             return self._hccn(argv, env, timeout_seconds)

@@ -66,7 +66,9 @@ def optical_values(optical: Optical) -> Dict[str, Any]:
 
 
 def bandwidth_values(tx_mb: float, rx_mb: float) -> Dict[str, Any]:
-    return {"bandwidth_tx_bytes_per_second": tx_mb * MB, "bandwidth_rx_bytes_per_second": rx_mb * MB}
+    # the tool prints hundredths of a MB/s: whole bytes, without float noise
+    return {"bandwidth_tx_bytes_per_second": round(tx_mb * 100) * (MB // 100),
+            "bandwidth_rx_bytes_per_second": round(rx_mb * 100) * (MB // 100)}
 
 
 def ip_values(addresses: Optional[List[IpAddress]]) -> Dict[str, Any]:

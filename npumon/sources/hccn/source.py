@@ -233,6 +233,9 @@ class HccnSource:
             return 0, len(commands), []
         try:
             return self._ask_chip(tier, key, phy, commands, deadline, started)
+        except Exception as exc:  # noqa: BLE001 - a bug must cost this chip's answers, not the whole tier
+            log.exception("hccn: polling %s failed", key)
+            return 0, 0, ["npu{}/chip{}: internal error: {}".format(key[0], key[1], exc)]
         finally:
             chip_lock.release()
 
