@@ -92,7 +92,7 @@ class LinkStat:
 
 # "[devid 0]" (current) or "[device 0]" (oldest) prefix; tool.c:2245-2270.
 _PREFIX = r"^\s*(?:\[dev(?:id|ice)\s*\d+\]\s*)?"
-_COUNT = re.compile(_PREFIX + r"link (up|down) count\s*:\s*(\d+)\s*$")
+_COUNT = re.compile(_PREFIX + r"link (up|down) count\s*:\s*(\d{1,20})\s*$")
 _CURRENT = re.compile(_PREFIX + r"current time\s*:\s*(.*?)\s*$")
 _RECORD = re.compile(_PREFIX + r"(\w{3} \w{3}\s+\d{1,2} \d\d:\d\d:\d\d \d{4})\s+LINK[ _](UP|DOWN)\s*$")
 # The 950's table row: | NPU | UDie | Port | LINK_UP | Mon Feb 9 21:45:51 2026 |
@@ -288,8 +288,8 @@ def parse_fec(text: str) -> Optional[str]:
     raise HccnParseError("no 'fec mode:' line")
 
 
-_TLS = re.compile(r"dev_id:(\d+), tls switch\[(\d+)\].*tls preconfigured\[(\d+)\].*tls alarm time threshold"
-                  r"\[(\d+)\]days")
+_TLS = re.compile(r"dev_id:(\d{1,10}), tls switch\[(\d{1,10})\].*tls preconfigured\[(\d{1,10})\].*"
+                  r"tls alarm time threshold\[(\d{1,10})\]days")
 
 
 def parse_tls_switch(text: str) -> Dict[str, int]:
@@ -322,8 +322,8 @@ def parse_dev_info_ports(text: str) -> List[UbPort]:
             continue
         if in_table and line.strip().startswith("+") and ports:
             break
-        if in_table and len(cells) == 6 and cells[0].isdigit() and cells[1].isdigit():
-            speed = int(cells[2]) if cells[2].isdigit() else None
+        if in_table and len(cells) == 6 and all(cell.isdigit() and len(cell) <= 10 for cell in cells[:2]):
+            speed = int(cells[2]) if cells[2].isdigit() and len(cells[2]) <= 10 else None
             ports.append(UbPort(int(cells[0]), int(cells[1]), speed, cells[3], cells[4], cells[5]))
     if not ports:
         raise HccnParseError("no UDie/Port table")
