@@ -27,10 +27,11 @@ METRICS = (
                "Unix time of the newest link change record."),
     MetricSpec("npumon_chip_network_health", CHIP + ("state",),
                "1 for the port's net health state (hccn_tool -net_health, current spelling), value 1."),
-    MetricSpec("npumon_chip_network_speed_bits_per_second", CHIP, "Port link speed (-speed)."),
+    MetricSpec("npumon_chip_network_speed_bytes_per_second", CHIP,
+               "Port link speed (-speed), in bytes per second as the naming guide asks: Mb/s x 125000."),
     MetricSpec("npumon_chip_network_bandwidth_bytes_per_second", CHIP + ("direction",),
                "Port bandwidth over hccn_tool's 1 s sample (-bandwidth; MB read as 10^6 bytes)."),
-    MetricSpec("npumon_chip_network_counter", CHIP + ("counter",),
+    MetricSpec("npumon_chip_network_stat", CHIP + ("counter",),
                "A -stat counter of the port as hccn_tool names it (packets or octets since boot or -stat -c)."),
     MetricSpec("npumon_chip_network_optical_present", CHIP, "1 if the port's optical module is present."),
     MetricSpec("npumon_chip_network_optical_temperature_celsius", CHIP, "Optical module temperature."),
@@ -80,12 +81,12 @@ def _export_chip(out: Families, ids: tuple, network: Dict[str, Any]) -> None:
     if printed is not None:
         out.add("npumon_chip_network_health", 1, ids + (canonical_net_health(printed) or printed,))
     speed = network.get("speed_mbps")
-    out.add("npumon_chip_network_speed_bits_per_second", None if speed is None else speed * 1e6, ids)
+    out.add("npumon_chip_network_speed_bytes_per_second", None if speed is None else speed * 125000, ids)
     for direction in ("tx", "rx"):
         out.add("npumon_chip_network_bandwidth_bytes_per_second",
                 network.get("bandwidth_{}_bytes_per_second".format(direction)), ids + (direction,))
     for name, value in sorted((network.get("counters") or {}).items()):
-        out.add("npumon_chip_network_counter", value, ids + (name,))
+        out.add("npumon_chip_network_stat", value, ids + (name,))
     out.add("npumon_chip_network_optical_present", _flag(network.get("optical_present")), ids)
     out.add("npumon_chip_network_optical_temperature_celsius", network.get("optical_temperature_celsius"), ids)
     out.add("npumon_chip_network_optical_supply_volts", network.get("optical_vcc_volts"), ids)
