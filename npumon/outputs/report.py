@@ -194,10 +194,10 @@ def _fmt(value: Optional[float], pattern: str) -> str:
 
 def _net_cell(network: Optional[Dict[str, Any]]) -> str:
     """The RoCE port (sources/hccn): `UP`, `DOWN`, `UP Unreachable` (net health when it is not Success/Init),
-    `?` while hccn_tool has not answered, `-` on chips without a port."""
-    if not network:
+    `-` on chips without a port or while hccn_tool has not answered (a quick check does not ask it)."""
+    if not network or network.get("link_status") is None:
         return "-"
-    cells = [network.get("link_status") or "?"]
+    cells = [network["link_status"]]
     health = network.get("net_health")
     if health is not None and health not in ("Success", "Init"):
         cells.append(health)

@@ -13,7 +13,8 @@ own deadline. The chips of a tier are polled side by side, each chip's commands 
 whose call blocks costs one slot until its deadline, not the other chips' answers, and never the main table
 (which has a slot of its own). Such a chip is left alone for `not_ready_retry_seconds`.
 
-Tiers: `hccn` (link, link history, net health, speed: quick), `hccn:stat`, `hccn:bandwidth`, `hccn:optical`,
+Tiers (all read by the daemon and `npumon check --full`, none by a quick check, which must fit NRPE's 10 s):
+`hccn` (link, link history, net health, speed), `hccn:stat`, `hccn:bandwidth`, `hccn:optical`,
 `hccn:config` (IP, gateway, netdetect address), each with its own interval (network.*_seconds).
 """
 
@@ -42,7 +43,8 @@ NAME = "hccn"
 SIM_ARGV = [sys.executable, "-m", "npumon.sim.hccn"]  # a simulated host's hccn_tool (sim/hccn.py)
 # tier -> (its interval's config key, the commands it asks each chip, polled by a quick `npumon check`)
 TIERS = {
-    NAME: ("link_seconds", ("-link", "-link_stat", "-net_health", "-speed"), True),
+    # not quick: 4 calls per chip do not fit NRPE's 10 s beside npu-smi on a 16-chip A3 (`--full` reads them)
+    NAME: ("link_seconds", ("-link", "-link_stat", "-net_health", "-speed"), False),
     NAME + ":stat": ("stat_seconds", ("-stat",), False),
     NAME + ":bandwidth": ("bandwidth_seconds", ("-bandwidth",), False),
     NAME + ":optical": ("optical_seconds", ("-optical",), False),
@@ -117,7 +119,7 @@ class HccnSource:
         self._chip_locks: Dict[ChipKey, threading.Lock] = {}
         self._blocked_until: Dict[ChipKey, float] = {}  # time.monotonic() until which a not-ready chip rests
         self._unsupported: set = set()  # commands the product refuses
-        # tier -> its last poll's status; a tier shows once it has been polled (a quick check polls only `hccn`)
+        # tier -> its last poll's status; a tier shows once it has been polled (a quick check polls none)
         self._status: Dict[str, SourceStatus] = {}
 
     def interval(self, tier: str) -> float:

@@ -95,8 +95,8 @@ def test_check_json_reports_the_captures_values_in_the_right_chips_network(tmp_p
     assert ("network-ip-missing", "npu2/chip0") in fired and ("network-ip-missing", "npu0/chip0") not in fired
     assert ("network-link-down", "npu0/chip0") not in fired
     # the NET column of the table
-    table = subprocess.run([sys.executable, "-m", "npumon.cli.main", "check", "--simulate", "--config", str(config)],
-                           capture_output=True, text=True, timeout=120).stdout
+    table = subprocess.run([sys.executable, "-m", "npumon.cli.main", "check", "--simulate", "--full", "--timeout", "60",
+                            "--config", str(config)], capture_output=True, text=True, timeout=120).stdout
     rows = [line.split() for line in table.splitlines() if line.startswith(("NPU  CHIP", "0  "))]
     assert rows[0][-2:] == ["NET", "PROBE"] and rows[1][-4:] == ["UP", "Socket", "failed", "-"]
 
