@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from captures import capture, capture_names
+from hccn_captures import capture, capture_names
 from npumon.sources.hccn import parse
 from npumon.sources.hccn.optical import lanes_outside, parse_optical
 from npumon.sources.hccn.parse import HccnParseError

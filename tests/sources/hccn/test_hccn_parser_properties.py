@@ -10,7 +10,7 @@ raise HccnParseError; classify_error never raises. The example count comes from 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from captures import capture, capture_names
+from hccn_captures import capture, capture_names
 from npumon.sources.hccn import parse
 from npumon.sources.hccn.optical import parse_optical
 from npumon.sources.hccn.parse import HccnParseError

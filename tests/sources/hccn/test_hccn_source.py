@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from captures import HCCN_FIXTURES
+from hccn_captures import HCCN_FIXTURES
 from npumon.config.load import parse_config
 from npumon.sim.simulation import prepare_simulation
 from npumon.sources.collection import SourceSet
