@@ -195,3 +195,32 @@ def test_the_physical_id_comes_from_info_m_when_the_chips_carry_none(tmp_path):
 def test_has_ports():
     assert has_ports("910B3") and has_ports("Ascend910") and has_ports("910A")
     assert not has_ports("310P3") and not has_ports("310B4") and not has_ports(None)
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+def test_the_daemon_serves_the_network_on_metrics_and_status(tmp_path):
+    from daemon_harness import DaemonProcess, kill_leftovers, sample, wait_until
+
+    config = tmp_path / "npumon.yaml"
+    config.write_text("state_dir: {}\nprobe: {{enabled: false}}\nexporter: {{npu_exporter_compat: true}}\n"
+                      "network: {{link_seconds: 2, stat_seconds: 2, bandwidth_seconds: 0, optical_seconds: 0, "
+                      "config_seconds: 0}}\n".format(tmp_path / "state"))
+    sim_state = str(tmp_path / "sim")
+    daemon = DaemonProcess(["--config", str(config), "--simulate=link-down", "--sim-state", sim_state,
+                            "--listen", "127.0.0.1:0"])
+    try:
+        daemon.wait_serving()
+        text = wait_until(lambda: (lambda text: text if sample(text, "npumon_chip_network_link_up", npu="5",
+                                                                chip="0") is not None else None)(
+            daemon.get("/metrics").text), timeout=30, what="the network tier's first poll")
+        assert sample(text, "npumon_chip_network_link_up", npu="5", chip="0") == 0
+        assert sample(text, "npumon_chip_network_link_up", npu="0", chip="0") == 1
+        assert sample(text, "npumon_source_up", source="hccn") == 1
+        status = daemon.get("/status").json()
+        assert status["chips"][5]["network"]["link_status"] == "DOWN"
+        assert ("network-link-down", "npu5/chip0") in {(f["rule"], f["subject"]) for f in status["findings"]}
+        assert "hccn:optical" not in status["sources"]  # a tier at 0 s is off
+    finally:
+        daemon.close()
+        kill_leftovers(sim_state)
