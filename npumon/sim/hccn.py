@@ -197,6 +197,7 @@ def stat_counters(phy: int, net: Dict, t: float) -> Dict[str, int]:
     uptime = BOOT_UPTIME_SECONDS + t
     packets = int(uptime * 50000) + 1000 * phy
     errors = int(math.floor(max(0.0, float(net["roce_errors_per_minute"])) * t / 60.0))
+    pauses = int(math.floor(max(0.0, float(net["pause_frames_per_second"])) * t))
     counters = dict.fromkeys(STAT_KEYS, 0)
     counters.update({
         "mac_tx_total_pkt_num": packets, "mac_tx_total_oct_num": packets * 4096,
@@ -207,6 +208,8 @@ def stat_counters(phy: int, net: Dict, t: float) -> Dict[str, int]:
         "roce_new_pkt_rty_num": errors * 2, "roce_out_of_order_num": errors // 4,
         "nic_tx_all_pkg_num": int(uptime * 2), "nic_tx_all_oct_num": int(uptime * 2) * 138,
         "nic_rx_all_pkg_num": int(uptime * 70), "nic_rx_all_oct_num": int(uptime * 70) * 75,
+        "mac_rx_pfc_pkt_num": pauses, "mac_rx_pfc_pri3_pkt_num": pauses,
+        "mac_tx_pfc_pkt_num": pauses // 3, "mac_tx_pfc_pri3_pkt_num": pauses // 3,
     })
     return counters
 

@@ -66,6 +66,7 @@ CHIP_FIELDS: Dict[str, Tuple[str, Any]] = {
     "network_speed_mbps": (NUMBER, 200000),
     "network_optical": (TEXT, "ok"),  # ok | degraded (RX power below the module's threshold) | absent | unsupported
     "network_roce_errors_per_minute": (NUMBER, 0),
+    "network_pause_frames_per_second": (NUMBER, 0),  # PFC pause frames received (priority 3) and sent
     "network_ip": (TEXT, "set"),  # set | none
     "network_gateway": (TEXT, "set"),
     "network_hccn": (TEXT, "answers"),  # answers | blocks (a chip that is not ready: hccn_tool waits 300 s)

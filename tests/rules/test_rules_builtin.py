@@ -182,6 +182,8 @@ CASES = {
     "network-health-failed": (first_port(net_health="Socket failed"), 0, None, CHIP0),
     "network-roce-errors-rising": (first_port(counters=lambda elapsed: {"roce_rx_err_pkt_num": int(elapsed // 15)}),
                                    120, None, CHIP0),
+    "network-pfc-storm": (first_port(counters=lambda elapsed: {"mac_rx_pfc_pkt_num": int(elapsed * 5000)}),
+                          435, None, CHIP0),
     "network-optical-out-of-range": (first_port(rx_power_mw=[1.0, 0.05, 1.0, 1.0]), 135, None, CHIP0),
     "network-speed-low": (first_port(speed_mbps=100000), 135, None, CHIP0),
     "network-ip-missing": (first_port(ip_addresses=[]), 0, None, CHIP0),

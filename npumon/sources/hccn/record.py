@@ -81,7 +81,7 @@ def ip_values(addresses: Optional[List[IpAddress]]) -> Dict[str, Any]:
 ROCE_ERROR_COUNTERS = ("roce_rx_err_pkt_num", "roce_tx_err_pkt_num", "roce_verification_err_num",
                        "roce_qp_status_err_num", "roce_unexpected_ack_num")
 ROCE_RETRY_COUNTERS = ("roce_new_pkt_rty_num", "roce_out_of_order_num")
-PAUSE_COUNTERS = ("mac_rx_mac_pause_num", "mac_rx_pfc_pkt_num")
+PAUSE_COUNTERS = ("mac_rx_mac_pause_num", "mac_rx_pfc_pkt_num", "mac_tx_mac_pause_num", "mac_tx_pfc_pkt_num")
 
 
 def _sum(counters: Dict[str, int], names) -> Optional[int]:

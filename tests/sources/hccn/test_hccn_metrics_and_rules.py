@@ -29,6 +29,7 @@ ONE_PASS = {
                               ("network-gateway-missing", "npu7/chip0")},
     "network-not-ready": set(),  # the chip is left out (the source says so), not judged
     "roce-errors": set(),  # a rise needs history (below)
+    "pfc-storm": set(),
 }
 
 
@@ -54,15 +55,19 @@ def test_each_network_rule_fires_on_its_scenario_and_only_there(tmp_path, scenar
     assert {name for name, status in snapshot.sources.items() if name.startswith("hccn") and not status.ok} == set()
 
 
-def test_roce_errors_rising_fires_over_clocked_polls_and_names_the_counters(tmp_path):
-    sim = prepare_simulation(str(tmp_path / "sim"), "roce-errors", time_scale=1)
+@pytest.mark.parametrize("scenario, rule, subject, summary, within", [
+    ("roce-errors", "network-roce-errors-rising", "npu4/chip0", "RoCE error packets rising", 600),
+    ("pfc-storm", "network-pfc-storm", "npu2/chip0", "a PFC pause storm", 900),
+])
+def test_counter_rules_fire_over_clocked_polls(tmp_path, scenario, rule, subject, summary, within):
+    sim = prepare_simulation(str(tmp_path / "sim"), scenario, time_scale=1)
     host = ClockedHost(parse_config("state_dir: {}\nprobe: {{enabled: false}}\n".format(tmp_path / "state")), sim)
     try:
         started = host.clock()
-        while ("network-roce-errors-rising", "npu4/chip0") not in {(f.rule, f.subject) for f in host.step()}:
-            assert host.clock() - started < 600, sorted((f.rule, f.subject) for f in host.findings)
-        fired = [f for f in host.findings if f.rule == "network-roce-errors-rising"]
-        assert [f.subject for f in fired] == ["npu4/chip0"] and "RoCE error packets rising" in fired[0].summary
+        while (rule, subject) not in {(f.rule, f.subject) for f in host.step()}:
+            assert host.clock() - started < within, sorted((f.rule, f.subject) for f in host.findings)
+        assert {(f.rule, f.subject) for f in host.findings if f.rule.startswith("network-")} == {(rule, subject)}
+        assert summary in next(f.summary for f in host.findings if f.rule == rule)
     finally:
         host.close()
 
