@@ -10,7 +10,7 @@ commands may come concatenated (a "for i ..." loop pasted into a guide): each pa
 
 import datetime
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
 MAX_LINES = 4096  # no real answer comes near this (the -stat answer is 49 lines); more is not an answer

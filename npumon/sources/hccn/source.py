@@ -115,7 +115,9 @@ class HccnSource:
         self._lock = threading.Lock()
         self._values: Dict[ChipKey, Dict[str, Tuple[str, float, Any]]] = {}  # field -> (tier, time, value)
         self._phy: Dict[ChipKey, int] = {}
-        self._mapping: Dict[ChipKey, Dict[str, int]] = {}
+        self._mapping: Dict[ChipKey, Dict[str, int]] = {}  # ids from `npu-smi info -m`, for chips that carry none
+        self._mapping_lock = threading.Lock()
+        self._mapping_unsupported = False
         self._chip_locks: Dict[ChipKey, threading.Lock] = {}
         self._blocked_until: Dict[ChipKey, float] = {}  # time.monotonic() until which a not-ready chip rests
         self._unsupported: set = set()  # commands the product refuses
@@ -216,11 +218,15 @@ class HccnSource:
         return targets, problems
 
     def _read_mapping(self) -> None:
+        """`npu-smi info -m` once for the tiers that need it at the same time; not again where it has no -m."""
         from ..npusmi.identity import read_mapping  # late: the npu-smi package is large
 
-        values, problem, _ = read_mapping(self.runner, NAME)
-        if problem is None:
-            self._mapping = values
+        with self._mapping_lock:
+            if self._mapping or self._mapping_unsupported:
+                return
+            values, problem, self._mapping_unsupported = read_mapping(self.runner, NAME)
+            if problem is None:
+                self._mapping = values
 
     def _poll_chip(self, tier: str, target: Tuple[ChipKey, int], commands: Sequence[str], deadline: float,
                    started: float) -> Tuple[int, int, List[str]]:
