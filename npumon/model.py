@@ -211,6 +211,7 @@ class SourceStatus:
     left_out: int = 0  # calls its last poll did not make for lack of time or a free slot (asked first next time)
     waiting_on: Optional[str] = None  # down only because this other source is (its own failure is not news)
     degraded: bool = False  # up, but part of its answer was unreadable and left out (error says what)
+    backend: Optional[str] = None  # what reads the chip values ("dcmi" or "npu-smi"), on the sources that do
 
     def to_json(self) -> Dict[str, Any]:
         return {
@@ -222,6 +223,7 @@ class SourceStatus:
             "left_out": self.left_out,
             "waiting_on": self.waiting_on,
             "degraded": self.degraded,
+            **({} if self.backend is None else {"backend": self.backend}),
         }
 
 
@@ -251,10 +253,20 @@ class Finding:
     since: float  # unix time the condition started to hold
     labels: Dict[str, str] = field(default_factory=dict)
     shadow: bool = False  # recorded, never notified
+    # For driver faults (npumon/faults): what repairs it (one of faults.levels.REPAIR_ACTIONS) and the fault
+    # code's handling level; None where not known, and then left out of the JSON.
+    repair_action: Optional[str] = None
+    level: Optional[str] = None
 
     def to_json(self) -> Dict[str, Any]:
         data = dataclasses.asdict(self)
+        for key in OPTIONAL_FINDING_KEYS:
+            if data[key] is None:
+                del data[key]
         return data
+
+
+OPTIONAL_FINDING_KEYS = ("repair_action", "level")
 
 
 def chip_json(chip: ChipSample) -> Dict[str, Any]:

@@ -76,7 +76,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         probe = (args.full or args.probe) and not args.no_probe
         with open_target(args, config) as target:
             collection = SourceSet(config, target, skip=() if probe else ("probe",), quick_pass=not args.full,
-                                   max_concurrent=config.check_max_concurrent)
+                                   max_concurrent=config.check_max_concurrent, one_pass=True)
             snapshot, timed_out = _collect_within(collection, args.full, ("probe",) if probe else (), args.timeout)
     except (ConfigError, UserError, NpuSmiMissing) as exc:
         return _check_unknown(args, str(exc))

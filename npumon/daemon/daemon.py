@@ -37,6 +37,7 @@ from ..outputs.web import WebServer, WebServerError, parse_listen
 from ..outputs.webconfig import WebSecurity, load_web_config
 from ..rules.engine import RuleEngine
 from ..rules.loader import RuleError
+from ..sources.children import kill_orphaned_calls
 from ..sources.collection import SourceSet
 from ..sources.target import Target
 from .jobs import Jobs, guarded
@@ -254,6 +255,9 @@ class Daemon:
 
     def start(self) -> None:
         """Listen, then poll. Raises StartupError (port in use, ...) with nothing left running."""
+        orphans = kill_orphaned_calls()
+        if orphans:
+            log.warning("killed %d process(es) left running by the calls of an npumon that was killed", orphans)
         try:
             self.web.start()
         except WebServerError as exc:

@@ -64,6 +64,8 @@ CORE_METRICS = (  # the chip records and the daemon itself; each source declares
                "1 for each active finding of a rule that notifies."),
     MetricSpec("npumon_finding_shadow", ("rule", "severity", "subject"),
                "1 for each active finding of a rule in shadow mode (recorded, never notified)."),
+    MetricSpec("npumon_finding_repair_info", ("rule", "subject", "repair_action", "level"),
+               "1 for each active finding of a driver fault: what repairs it, and the fault code's handling level."),
 )
 
 # Every npumon_* family: the core ones and those the listed sources declare.
@@ -166,6 +168,9 @@ def _add_findings(out: Families, findings: Iterable[Finding]) -> None:
     for finding in findings:
         name = "npumon_finding_shadow" if finding.shadow else "npumon_finding_active"
         out.add(name, 1, (finding.rule, finding.severity, finding.subject))
+        if finding.repair_action is not None:
+            out.add("npumon_finding_repair_info", 1,
+                    (finding.rule, finding.subject, finding.repair_action, finding.level or ""))
 
 
 # --- prometheus_client glue -----------------------------------------------------------------------------

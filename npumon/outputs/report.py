@@ -177,6 +177,9 @@ def render_table(snapshot: Snapshot, findings: Sequence[Finding]) -> str:
         tag = finding.severity.upper() + (" (shadow)" if finding.shadow else "")
         lines.append("  {:<9} {:<14} {}: {}".format(tag, finding.subject, finding.rule, finding.summary))
         lines.append("            hint: {}".format(finding.hint))
+        if finding.repair_action is not None:
+            lines.append("            repair: {}{}".format(
+                finding.repair_action, "" if finding.level is None else " (level {})".format(finding.level)))
     lines.append("")
     lines.append("SOURCES")
     for name, status in sorted(snapshot.sources.items()):

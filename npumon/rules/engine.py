@@ -33,7 +33,7 @@ from .expr import EvalContext, Series
 from .facts import HOST_SUBJECT, snapshot_facts
 from .history import History
 from .loader import Rule
-from .template import Template, compile_template
+from .template import NULL_TEXT, Template, compile_template
 
 FIRED = "fired"
 RESOLVED = "resolved"
@@ -54,12 +54,14 @@ class _State:
 
 
 class _CompiledRule:
-    __slots__ = ("rule", "summary", "hint")
+    __slots__ = ("rule", "summary", "hint", "repair_action", "level")
 
     def __init__(self, rule: Rule):
         self.rule = rule
         self.summary: Template = compile_template(rule.summary)
         self.hint: Template = compile_template(rule.hint)
+        self.repair_action: Template = compile_template(rule.repair_action)
+        self.level: Template = compile_template(rule.level)
 
 
 class RuleEngine:
@@ -129,6 +131,10 @@ class RuleEngine:
         if self._on_acknowledge is not None:
             self._on_acknowledge(rule_id, subject)
         return True
+
+    def cleared_by_reboot(self) -> List[str]:
+        """Ids of the rules whose findings a reboot of the host resolves (`reboot_clears`)."""
+        return sorted(compiled.rule.id for compiled in self._rules if compiled.rule.reboot_clears)
 
     def acknowledged(self) -> List[Tuple[str, str]]:
         with self._lock:
@@ -250,6 +256,8 @@ class RuleEngine:
             summary=compiled.summary.render(context.facts, self._params),
             hint=compiled.hint.render(context.facts, self._params),
             since=since, labels=dict(rule.labels), shadow=rule.shadow,
+            repair_action=_known_text(compiled.repair_action.render(context.facts, self._params)),
+            level=_known_text(compiled.level.render(context.facts, self._params)),
         )
 
     def _forget_vanished(self, present: Set[str]) -> None:
@@ -264,6 +272,11 @@ class RuleEngine:
         for subject in self._history.subjects():
             if subject not in present and subject not in kept:
                 self._history.forget(subject)
+
+
+def _known_text(text: str) -> Optional[str]:
+    """A rendered repair action or level; None where the facts did not know it."""
+    return None if text in ("", NULL_TEXT) else text
 
 
 def _longest_windows(rules: Sequence[Rule]) -> Dict[str, float]:

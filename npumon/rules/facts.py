@@ -14,6 +14,7 @@ import dataclasses
 import typing
 from typing import Any, Callable, Dict, FrozenSet, List, Optional, Sequence, Tuple
 
+from ..faults import catalogue as fault_catalogue
 from ..model import ChipSample, HostSample, Snapshot, SourceStatus
 from ..sources import registry
 from .compat import check_versions as _check_versions
@@ -78,10 +79,19 @@ def chip_facts(chip: ChipSample, host: HostSample, prefixed_host: Facts) -> Fact
 
 
 def _chip_error_facts(chip: ChipSample) -> Facts:
+    faults = [fault_catalogue.lookup(code) for code in chip.error_codes]
+    worst = fault_catalogue.worst(faults)
+    action = None if worst is None else worst.action()
     return {
         "error_codes": list(chip.error_codes),
         "error_code_text": ", ".join(chip.error_codes) if chip.error_codes else "none",
         "error_information_text": "; ".join(chip.error_information) if chip.error_information else "none",
+        # the fault catalogue's view of the codes (npumon/faults): the most severe handling level and its action
+        "fault_level": None if worst is None else worst.level,
+        "fault_repair_action": None if worst is None else worst.repair_action,
+        "fault_codes_text": "; ".join(fault.describe() for fault in faults) if faults else "none",
+        "fault_action": None if action is None else action.replace("{npu}", str(chip.npu)).replace(
+            "{chip}", str(chip.chip)),
     }
 
 

@@ -17,6 +17,9 @@ A rule file is a YAML mapping with two optional keys:
         labels: {team: infra}
         mode: shadow             # evaluated and recorded, never notified (default: normal)
         sticky: true             # stays active until acknowledged
+        repair_action: "{fault_repair_action}"   # template: what repairs it (none, restart_workload, reset_npu,
+        level: "{fault_level}"   # reboot_host, inspect_hardware, replace_hardware), and the fault's level
+        reboot_clears: true      # a reboot of the host (a new boot id) resolves it, sticky or not
         enabled: false           # drop the rule (e.g. a built-in one)
 
 Files are applied in order (built-in first). A later entry with an existing id overrides only the keys
@@ -35,6 +38,7 @@ from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tup
 
 import yaml
 
+from ..faults.levels import REPAIR_ACTIONS
 from ..model import SEVERITIES
 from .expr import PARAM_PREFIX, Expression, ExprError, compile_expression, parse_duration
 from .facts import CHIP_FACTS, HOST_FACTS, is_known_fact
@@ -45,7 +49,7 @@ BUILTIN_RULES_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "b
 SUBJECT_KINDS = ("chip", "host")
 MODES = ("normal", "shadow")
 RULE_KEYS = ("id", "enabled", "subject", "expr", "for", "clear", "clear_for", "severity", "summary", "hint",
-             "labels", "mode", "sticky")
+             "labels", "mode", "sticky", "repair_action", "level", "reboot_clears")
 REQUIRED_FOR_NEW_RULES = ("subject", "expr", "severity", "summary")
 _RULE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 _PARAM_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -66,6 +70,9 @@ class Rule:
     shadow: bool
     sticky: bool
     source: str  # "file:line" of the entry that last defined or overrode the rule
+    repair_action: str = ""  # template; empty or null when rendered: the finding has none
+    level: str = ""  # template of the fault's handling level, likewise
+    reboot_clears: bool = False  # a reboot (new boot id) resolves its findings, sticky ones too
 
 
 class RuleError(ValueError):
@@ -273,6 +280,9 @@ def _build_rule(entry: _Entry, params: Mapping[str, float]) -> Rule:
         shadow=checker.choice("mode", MODES, default="normal") == "shadow",
         sticky=checker.flag("sticky"),
         source="{}:{}".format(entry.path, entry.line),
+        repair_action=checker.repair_action(subject, params),
+        level=checker.template("level", subject, params),
+        reboot_clears=checker.flag("reboot_clears"),
     )
 
 
@@ -335,6 +345,14 @@ class _FieldChecker:
         except TemplateError as exc:
             raise self._error(key, str(exc)) from None
         self._check_names(key, template.names, subject, params)
+        return text
+
+    def repair_action(self, subject: str, params: Mapping[str, float]) -> str:
+        """A template; a fixed text must be one of the repair actions."""
+        text = self.template("repair_action", subject, params)
+        if text and not compile_template(text).names and text not in REPAIR_ACTIONS:
+            raise self._error("repair_action", "must be one of {} (or a template), got {!r}".format(
+                ", ".join(REPAIR_ACTIONS), text))
         return text
 
     def labels(self) -> Dict[str, str]:

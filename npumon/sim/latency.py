@@ -36,6 +36,10 @@ the sources it cites; no capture in shared/reference/npu-smi/ records a timing):
 | jitter | x 0.8-1.2 | | | | estimate: the public figures are "about" and "roughly"; no spread is published |
 | slow tail | 2 % of calls x 2.7 | | | | DCMI's own spread, 100-270 ms per call (MR !4354), and its retried -8006 timeouts and I2C flock contention on MCU paths (reference section 2.6); the 2 % is an estimate |
 
+The 8 x 910A Atlas 800 (atlas-800-9000) and the 8 x Atlas 350 (950PR) host (atlas-350) take the 910B3's
+numbers: 8 cards of one chip each, and no public timing of either (estimates). A `-c` call on the 950, which
+npu-smi refuses, costs what any chip query costs: the refusal comes after DCMI init.
+
 So on the default product (8 x 910B3) the main table takes about 1.06 s, a card or chip query 0.55 s; on the
 16-chip A3 the table takes about 2.6 s, a card query 2.0 s and a chip query 1.75 s. The simulator executable's
 own Python start (about 60 ms) comes on top; the in-process simulator adds nothing.
@@ -75,6 +79,8 @@ PROFILES: Dict[str, LatencyProfile] = {
     "atlas-a3": LatencyProfile(start=1.50, table_per_chip=0.07, query_per_chip=0.25, chip_query=0.25),
     "atlas-300i-duo": LatencyProfile(start=0.40, table_per_chip=0.07, query_per_chip=0.05, chip_query=0.05),
     "atlas-200i-a2": LatencyProfile(start=0.50, table_per_chip=0.07, query_per_chip=0.05, chip_query=0.05),
+    "atlas-800-9000": LatencyProfile(start=0.50, table_per_chip=0.07, query_per_chip=0.05, chip_query=0.05),
+    "atlas-350": LatencyProfile(start=0.50, table_per_chip=0.07, query_per_chip=0.05, chip_query=0.05),
 }
 
 

@@ -96,6 +96,10 @@ class Call:
             from .knobs import respond_set  # the knob module is loaded only by the calls that need it
 
             text, status = respond_set(args[1:], product, self.state_dir, t)
+            if product.knobs:  # the fan moves the chips' temperatures: DCMI reads them too
+                from .dcmi.state import write_dcmi_state
+
+                write_dcmi_state(self.state_dir)
         else:
             text, status = respond(args, sim_host(state, t, _knobs_of(product, self.state_dir)))
         scenario = state["scenario"]
@@ -151,8 +155,8 @@ def sim_host(state: Dict, t: float, knobs: Optional[Dict] = None) -> SimHost:
     """The host at scenario time t; with `knobs`, the chips of a product with a fan feel its duty."""
     product = get_product(state["product"])
     chips_spec = state["scenario"]["chips"]
-    chips = [(slot, chip_values_at(chips_spec, slot.device_id, t, slot.memory_total_mb, product.aicore_rated_mhz))
-             for slot in product.slots()]
+    chips = [(slot, chip_values_at(chips_spec, slot.device_id, t, slot.memory_total_mb, product.aicore_rated_mhz,
+                                   slot.ddr_total_mb)) for slot in product.slots()]
     if knobs is not None and PWM_MODE in product.knobs:
         from .knobs import cooling_offset
 
@@ -219,6 +223,8 @@ def _query(options: Dict[str, Optional[str]], sim: SimHost) -> Tuple[str, int]:
     if npu is None or npu not in product.cards:
         return "Invalid card id.\nError parameter of -i\n{}\n".format(USAGE), EXIT_INVALID_PARAMETER
     chip = None
+    if "-c" in options and not product.has_chip_option:
+        return "This device does not support input parameter of -c.\n", 0
     if "-c" in options:
         chip = _integer(options["-c"])
         if chip is None or not (0 <= chip < product.chips_per_card or chip == product.mcu_chip):

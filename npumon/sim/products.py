@@ -13,10 +13,14 @@ FAMILY_910B = "910b"  # Atlas A2: 910B1..910B4
 FAMILY_910_93 = "910_93"  # Atlas A3: two dies per NPU, name "Ascend910"
 FAMILY_310P = "310p"  # Atlas 300I Pro / Duo cards
 FAMILY_310B = "310b"  # Atlas 200I / 500 A2 SoC boards
+FAMILY_910 = "910"  # the first Ascend 910 (A1: 910A, 910ProB, 910PremiumA): HBM and DDR, no MCU in npu-smi
+FAMILY_950 = "950"  # Ascend 950 (Atlas 350 cards): npu-smi's second layout, one chip per NPU and no `-c`
 
 # `-t` types the simulator can answer. A product lists the subset it supports; any other type that real
 # npu-smi knows gets "This device does not support querying <type>."
 SIMULATED_QUERIES = ("usages", "common", "power", "temp", "ecc", "health", "board", "memory", "volt")
+# and the two the 950 documents on top (its help lists no others the simulator knows)
+QUERIES_950_ONLY = ("sensors", "current-fault-event")
 # `npu-smi set` knobs the simulator models (sim/knobs.py). A product lists those it has; the others get
 # "This device does not support setting <knob>."
 PWM_MODE, PWM_DUTY, NVE_LEVEL, CPU_FREQ_UP = "pwm-mode", "pwm-duty-ratio", "nve-level", "cpu-freq-up"
@@ -34,6 +38,7 @@ class ChipSlot:
     phy_id: int  # "Phy-ID" (printed on A3 only)
     bus_id: Optional[str]  # "DDDD:BB:DD.F"; None on SoC boards (printed "NA")
     memory_total_mb: int  # HBM on the 910 family, DDR on the 310 family
+    ddr_total_mb: int = 0  # the 910 A1's DDR, next to its HBM (no other product has both)
 
 
 @dataclass(frozen=True)
@@ -54,6 +59,7 @@ class BoardInfo:
     subsystem_vendor_id: int
     subsystem_device_id: int
     chip_version: str
+    npu_name: Optional[str] = None  # the 950's 4-digit SKU code (`NPU Name` in `-t board`)
 
 
 @dataclass(frozen=True)
@@ -85,10 +91,17 @@ class Product:
     # `npu-smi set` knobs the product really has (sim/knobs.py); every other product refuses them
     knobs: FrozenSet[str] = frozenset()
     nve_levels: Tuple[str, ...] = ()  # what `info -t nve-level` prints for each level, by index
+    ddr_total_mb: Tuple[int, ...] = ()  # per logical device id: the 910 A1's DDR (the others print 0 / 0)
+    ddr_clock_mhz: int = 0
 
     @property
     def has_hbm(self) -> bool:
-        return self.family in (FAMILY_910B, FAMILY_910_93)
+        return self.family in (FAMILY_910B, FAMILY_910_93, FAMILY_910, FAMILY_950)
+
+    @property
+    def has_chip_option(self) -> bool:
+        """Whether npu-smi takes `-c` here: the 950's answers "does not support input parameter of -c"."""
+        return self.family != FAMILY_950
 
     def slots(self) -> List[ChipSlot]:
         """Every NPU chip, in npu-smi's order (card by card), with its logical and physical ids."""
@@ -98,7 +111,8 @@ class Product:
                 device_id = card_index * self.chips_per_card + chip
                 result.append(ChipSlot(npu=npu, chip=chip, device_id=device_id, phy_id=device_id,
                                        bus_id=self.bus_ids[device_id],
-                                       memory_total_mb=self.memory_total_mb[chip]))
+                                       memory_total_mb=self.memory_total_mb[chip],
+                                       ddr_total_mb=self.ddr_total_mb[device_id] if self.ddr_total_mb else 0))
         return result
 
     def serial_number(self, npu: int) -> str:
@@ -244,8 +258,78 @@ ATLAS_200I_A2 = Product(
     nve_levels=("8T_1.0GHz", "4T_1.0GHz"),
 )
 
+ATLAS_800_9000 = Product(
+    name="atlas-800-9000",
+    description="Atlas 800 training server (model 9000): 8 x Ascend 910A (32 GB HBM + 15 GB DDR each), no MCU",
+    family=FAMILY_910,
+    chip_name="910A",
+    mapping_name="Ascend 910A",
+    # the npu-smi of every complete 910A capture (info -m, -t board, -t usages, -t health: mind-cluster FaultDiag)
+    npu_smi_version="23.0.5",
+    cards=tuple(range(8)),
+    chips_per_card=1,
+    memory_total_mb=(32768,),  # HBM as the 8-NPU 910 A1 tables print it
+    # the bus ids of the 8-NPU 910 A1 tables (info_910-32g_8npu..., info_910premiuma_8npu...)
+    bus_ids=tuple("0000:{}:00.0".format(bus) for bus in ("C1", "81", "41", "01", "C2", "82", "42", "02")),
+    # no Mcu rows in its `info -m` and no MCU block in its `-t common`: npu-smi shows no MCU on the 910A
+    mcu_chip=None,
+    queries=_SERVER_QUERIES,
+    mcu_queries=frozenset(),
+    mcu_temperature_sensors=(),
+    is_server=True,
+    has_process_table=True,
+    aicore_count=32,  # the full 910A (the 910ProB bin has 30: info-t-common_910a1_30cores_doc.txt)
+    aicore_rated_mhz=1000,  # npu-exporter's 910A sample reads 1000 MHz (COMPAT.md section 7)
+    memory_clock_mhz=1200,  # HBM2 clock: no capture prints it (-t memory was not captured on a 910A)
+    hbm_manufacturer_id=0x57,
+    board=BoardInfo(
+        # npu-smi 23.0.5 prints no Product Name, Model, Manufacturer or Serial Number on a 910A card
+        product_name="NA", model="NA", manufacturer="NA",
+        serial_prefix="NA", first_serial=0, board_id=0x02, main_board_id=None,
+        pcb_id="A", bom_id=1, vendor_id=0x19E5, device_id=0xD801,
+        subsystem_vendor_id=0x0200, subsystem_device_id=0x0100, chip_version="V1"),
+    pcie_max_speed="16.0 GT/s PCIe",
+    pcie_max_width=16,
+    absent_device_files=(),
+    # DDR totals of the 8-NPU 910 A1 tables: cards 3 and 7 show 15039 MB, the others 15137 MB
+    ddr_total_mb=(15137, 15137, 15137, 15039, 15137, 15137, 15137, 15039),
+    ddr_clock_mhz=2666,  # not captured either
+)
+
+ATLAS_350 = Product(
+    name="atlas-350",
+    description="8 x Atlas 350 card (Ascend 950PR, 128 GB HBM each); npu-smi 25.7 takes no -c on it",
+    family=FAMILY_950,
+    chip_name="Ascend950PR",
+    mapping_name="Ascend950PR",
+    npu_smi_version="25.7.rc1.6",  # the 950PR `-t board` capture
+    cards=tuple(range(8)),
+    chips_per_card=1,
+    memory_total_mb=(131072,),  # HBM Capacity of the 950 doc's -t usages and -t memory
+    # 0000:61:00.0 is the 950PR capture's card; 91 and F1 are the 950 doc's; the others follow the same pattern
+    bus_ids=tuple("0000:{}:00.0".format(bus) for bus in ("01", "11", "31", "61", "81", "91", "C1", "F1")),
+    mcu_chip=None,  # the 950 doc's -t common shows no MCU block and its -m no Mcu row
+    queries=frozenset(SIMULATED_QUERIES + QUERIES_950_ONLY),
+    mcu_queries=frozenset(),
+    mcu_temperature_sensors=(),
+    is_server=False,  # `-t temp` prints "Temperature (C)" (950 doc)
+    has_process_table=True,
+    aicore_count=32,  # 950 doc -t common
+    aicore_rated_mhz=1650,
+    memory_clock_mhz=3200,
+    hbm_manufacturer_id=0x5A,
+    board=BoardInfo(
+        product_name="A310-50-C00MM304A1", model="A310-50-C00MM304A1", manufacturer="Huawei",
+        serial_prefix="10264L5408", first_serial=72, board_id=0x1A, main_board_id=0x68,
+        pcb_id="A", bom_id=1, vendor_id=0x19E5, device_id=0xD806,
+        subsystem_vendor_id=0x19E5, subsystem_device_id=0x4004, chip_version="V100", npu_name="9579"),
+    pcie_max_speed="32.0 GT/s PCIe",
+    pcie_max_width=16,
+    absent_device_files=(),
+)
+
 PRODUCTS: Dict[str, Product] = {product.name: product for product in (
-    ATLAS_800I_A2, ATLAS_A3, ATLAS_300I_DUO, ATLAS_200I_A2)}
+    ATLAS_800I_A2, ATLAS_A3, ATLAS_300I_DUO, ATLAS_200I_A2, ATLAS_800_9000, ATLAS_350)}
 
 
 def get_product(name: str) -> Product:

@@ -10,16 +10,18 @@ Layout rules from the npu-smi source and real captures (FORMATS.md section 4):
   line, then the MCU block ending in `Chip Name : MCU`;
 * `-t common` and `-t board` have layouts of their own;
 * the chip-level form (`-c`) prints the chip's block alone.
+The 950 prints its own simpler forms (render_950.py).
 """
 
 from typing import List, Optional, Sequence
 
-from .products import FAMILY_310B, FAMILY_310P, FAMILY_910B, FAMILY_910_93, ChipSlot, Product
+from .products import FAMILY_310B, FAMILY_310P, FAMILY_910, FAMILY_910B, FAMILY_910_93, FAMILY_950, ChipSlot, Product
 from .render_table import Chip
 from .values import ChipValues
 
 Lines = List[str]
-CORE_VOLTS = {FAMILY_910B: 0.8, FAMILY_910_93: 0.8, FAMILY_310P: 0.72, FAMILY_310B: 0.72}
+CORE_VOLTS = {FAMILY_910B: 0.8, FAMILY_910_93: 0.8, FAMILY_310P: 0.72, FAMILY_310B: 0.72, FAMILY_910: 0.8,
+              FAMILY_950: 0.8}
 HEALTH_WITH_CODES = ("Warning", "Alarm", "Critical")
 
 
@@ -31,6 +33,10 @@ def render_query(product: Product, query: str, npu: int, chip: Optional[int], ca
     """
     if query not in product.queries:
         return None
+    if product.family == FAMILY_950:
+        from .render_950 import card_query
+
+        return card_query(product, query, npu, card_chips, driver_version, firmware_version)
     if query == "board" and chip is None:
         lines: Optional[Lines] = _card_board(product, npu, card_chips, driver_version, firmware_version)
     elif query == "common" and chip is None:
@@ -143,7 +149,21 @@ def _usages(product: Product, slot: ChipSlot, values: ChipValues) -> Lines:
             _kv("DDR Bandwidth Usage Rate(%)", values.ddr_bandwidth_percent),
         ] + [_kv("DVPP %s Usage Rate(%%)" % engine, values.dvpp_percent)
              for engine in ("VDEC", "VPC", "VENC", "JPEGE", "JPEGD")]
-    # the 910 family has no DDR of its own: npu-smi prints the DDR keys with 0
+    if product.family == FAMILY_910:  # HBM and DDR of its own; no Aivector, no NPU Utilization or Aicube
+        return [
+            _kv("DDR Capacity(MB)", slot.ddr_total_mb),
+            _kv("DDR Usage Rate(%)", _ddr_rate(slot, values)),
+            _kv("DDR Hugepages Total(page)", values.hugepages_total),
+            _kv("DDR Hugepages Usage Rate(%)", _hugepages_rate(values)),
+            _kv("HBM Capacity(MB)", slot.memory_total_mb),
+            _kv("HBM Usage Rate(%)", usage_rate),
+            _kv("Aicore Usage Rate(%)", values.aicore_percent),
+            _kv("Aicpu Usage Rate(%)", values.aicpu_percent),
+            _kv("Ctrlcpu Usage Rate(%)", values.ctrlcpu_percent),
+            _kv("DDR Bandwidth Usage Rate(%)", values.ddr_bandwidth_percent),
+            _kv("HBM Bandwidth Usage Rate(%)", values.hbm_bandwidth_percent),
+        ]
+    # 910B and A3 have no DDR of their own: npu-smi prints the DDR keys with 0
     return [
         _kv("DDR Capacity(MB)", 0),
         _kv("DDR Usage Rate(%)", 0),
@@ -162,6 +182,10 @@ def _usages(product: Product, slot: ChipSlot, values: ChipValues) -> Lines:
     ]
 
 
+def _ddr_rate(slot: ChipSlot, values: ChipValues) -> int:
+    return values.ddr_used_mb * 100 // slot.ddr_total_mb if slot.ddr_total_mb else 0
+
+
 def _hugepages_rate(values: ChipValues) -> int:
     if values.hugepages_total == 0:
         return 0
@@ -177,7 +201,12 @@ def _ecc(product: Product, values: ChipValues) -> Lines:
         return [_kv40("Single-bit Error Count", single), _kv40("Double-bit Error Count", double)]
     # the simulator keeps no counter resets, so the aggregate totals equal the current counts
     memory = "DDR" if product.family == FAMILY_310P else "HBM"
-    lines = [
+    # the 910 A1 prints its DDR's six counters before the HBM's; the scenario's errors are the HBM's
+    lines = [] if product.family != FAMILY_910 else [
+        _kv40("DDR " + key, 0) for key in ("Single Bit Error Count", "Double Bit Error Count",
+                                           "Single Bit Aggregate Total Err Cnt", "Double Bit Aggregate Total Err Cnt",
+                                           "Single Bit Isolated Pages Count", "Double Bit Isolated Pages Count")]
+    lines += [
         _kv40(memory + " Single Bit Error Count", single),
         _kv40(memory + " Double Bit Error Count", double),
         _kv40(memory + " Single Bit Aggregate Total Err Cnt", single),
@@ -213,8 +242,8 @@ def _memory(product: Product, slot: ChipSlot, values: ChipValues) -> Lines:
         return [_kv("Total DDR Capacity(MB)", slot.memory_total_mb), _kv("DDR Capacity(MB)", slot.memory_total_mb),
                 _kv("DDR Clock Speed(MHz)", product.memory_clock_mhz)]
     return [
-        _kv("DDR Capacity(MB)", 0),
-        _kv("DDR Clock Speed(MHz)", 0),
+        _kv("DDR Capacity(MB)", slot.ddr_total_mb),
+        _kv("DDR Clock Speed(MHz)", product.ddr_clock_mhz),
         _kv("HBM Capacity(MB)", slot.memory_total_mb),
         _kv("HBM Clock Speed(MHz)", product.memory_clock_mhz),
         _kv("HBM Temperature(C)", values.hbm_temperature_celsius),
@@ -238,8 +267,9 @@ def _card_common(product: Product, npu: int, card_chips: Sequence[Chip]) -> Line
 def _common_chip(product: Product, slot: ChipSlot, values: ChipValues) -> Lines:
     family_910 = product.has_hbm
     usage_rate = values.memory_used_mb * 100 // slot.memory_total_mb
-    # "Memory Usage Rate" is DDR: the 910 family has none and prints 0
-    lines = [_kv("Memory Usage Rate(%)", 0 if family_910 else usage_rate)]
+    # "Memory Usage Rate" is DDR: of the 910 family only the A1 has any, the others print 0
+    ddr_rate = _ddr_rate(slot, values) if product.family == FAMILY_910 else 0
+    lines = [_kv("Memory Usage Rate(%)", ddr_rate if family_910 else usage_rate)]
     if family_910:
         lines.append(_kv("HBM Usage Rate(%)", usage_rate))
     lines.append(_kv("Aicore Usage Rate(%)", values.aicore_percent))
@@ -279,6 +309,11 @@ def _card_board(product: Product, npu: int, card_chips: Sequence[Chip], driver_v
     first_slot, first_values = card_chips[0]
     compatibility = first_values.compatibility  # one line for the whole card: its first chip's value
     slot_id = product.cards.index(npu)
+    if product.family == FAMILY_910:  # npu-smi 23.0.5 on a 910A: no Product Name, Model, Manufacturer, Serial
+        return [_kv("NPU ID", npu), _kv("Software Version", driver_version), _kv("Firmware Version", firmware_version),
+                _kv("Compatibility", compatibility), _kv("Board ID", "0x%02x" % board.board_id),
+                _kv("PCB ID", board.pcb_id), _kv("BOM ID", board.bom_id)] \
+            + _pcie_ids(product, first_slot, slot_id) + [_kv("Chip Count", len(card_chips))]
     if product.is_server:
         lines = [_kv("NPU ID", npu), _kv("Product Name", board.product_name), _kv("Model", board.model),
                  _kv("Manufacturer", board.manufacturer), _kv("Serial Number", product.serial_number(npu)),
@@ -323,9 +358,9 @@ def _chip_board(product: Product, slot: ChipSlot, firmware_version: str) -> Line
         lines.append(_kv("Module Board ID", "NA"))
     if product.family != FAMILY_310P:
         lines += [_kv("PCB ID", "NA"), _kv("BOM ID", board.bom_id)]
-    die_words = _die_id(slot)
+    die_words = die_id_words(slot)
     if product.has_hbm:
-        lines += [_kv("VDie ID", die_words), _kv("NDie ID", _die_id(slot, salt=0x0F0F))]
+        lines += [_kv("VDie ID", die_words), _kv("NDie ID", die_id_words(slot, salt=0x0F0F))]
     elif product.family == FAMILY_310B:  # 310B boards print the chip version before the die id words
         lines.append(_kv("Die ID", "{}, {}".format(board.chip_version, die_words)))
     else:
@@ -336,7 +371,7 @@ def _chip_board(product: Product, slot: ChipSlot, firmware_version: str) -> Line
     return lines
 
 
-def _die_id(slot: ChipSlot, salt: int = 0) -> str:
+def die_id_words(slot: ChipSlot, salt: int = 0) -> str:
     """Five stable 32-bit words per chip, printed like npu-smi's " %08X" die ids."""
     seed = (slot.device_id + 1) * 0x9E3779B1 + salt
     return " ".join("%08X" % ((seed * (index + 3) + index * 0x01000193) & 0xFFFFFFFF) for index in range(5))

@@ -1,13 +1,14 @@
 """Render `npu-smi info` (the main table), `info -l` and `info -m` exactly as real npu-smi 23.x-25.x does.
 
 Pure functions: product + values -> text. Column formats are the printf formats of the npu-smi
-source (FORMATS.md [SRC]); tests compare the output byte for byte with real captures. Two layouts:
-the 98-column table of the 910 family (A2, A3) and the 106-column table of the 310 family (310P, 310B).
+source (FORMATS.md [SRC]); tests compare the output byte for byte with real captures. Two layouts here:
+the 98-column table of the 910 family (910 A1, A2, A3) and the 106-column table of the 310 family (310P,
+310B); the 950's layout of its own is in render_950.py.
 """
 
 from typing import List, Optional, Sequence, Tuple
 
-from .products import FAMILY_310B, FAMILY_310P, FAMILY_910_93, ChipSlot, Product
+from .products import FAMILY_310B, FAMILY_310P, FAMILY_910, FAMILY_910_93, FAMILY_950, ChipSlot, Product
 from .values import ChipValues
 
 Chip = Tuple[ChipSlot, ChipValues]
@@ -26,7 +27,11 @@ _310_DOUBLE = "+" + "=" * 31 + "+" + "=" * 17 + "+" + "=" * 54 + "+"
 
 def render_info(product: Product, chips: Sequence[Chip], driver_version: str) -> str:
     """The whole `npu-smi info` output for these chips (in npu-smi's card-by-card order)."""
-    if product.has_hbm:
+    if product.family == FAMILY_950:
+        from . import render_950
+
+        lines = render_950.table(product, chips, driver_version)
+    elif product.has_hbm:
         lines = _910_table(product, chips, driver_version)
     else:
         lines = _310_table(product, chips, driver_version)
@@ -35,6 +40,10 @@ def render_info(product: Product, chips: Sequence[Chip], driver_version: str) ->
 
 def render_list(product: Product) -> str:
     """`npu-smi info -l`."""
+    if product.family == FAMILY_950:
+        from . import render_950
+
+        return render_950.listing(product)
     chip_count_key = "Card Count" if product.family == FAMILY_310B else "Total Count"
     lines = [_kv(chip_count_key, len(product.cards)), ""]
     for npu in product.cards:
@@ -49,6 +58,10 @@ def render_list(product: Product) -> str:
 
 def render_mapping(product: Product) -> str:
     """`npu-smi info -m`: TAB, then %-30s columns; only the chip-name rows are not padded at the end."""
+    if product.family == FAMILY_950:
+        from . import render_950
+
+        return render_950.mapping(product)
     with_phy_id = product.family == FAMILY_910_93
     header = ["NPU ID", "Chip ID", "Chip Logic ID"] + (["Chip Phy-ID"] if with_phy_id else []) + ["Chip Name"]
     lines = [_mapping_row(header)]
@@ -99,9 +112,11 @@ def _910_table(product: Product, chips: Sequence[Chip], driver_version: str) -> 
                 slot.npu, product.chip_name, values.health, power, values.temperature_celsius,
                 values.hugepages_used, values.hugepages_total))
             first = "| %-5d %-20d| " % (slot.chip, slot.phy_id) if a3 else "| %-26d| " % slot.chip
-            # the 910 family has no DDR of its own: Memory-Usage is always 0 / 0
+            # Memory-Usage is DDR: only the 910 A1 has any; 910B and A3 print 0 / 0
+            ddr_used, ddr_total = (values.ddr_used_mb, slot.ddr_total_mb) if product.family == FAMILY_910 else (0, 0)
             lines.append(first + "%s | %-11d %-5d/ %-10d %-5d/ %-13d |" % (
-                _bus_id(slot.bus_id, 2), values.aicore_percent, 0, 0, values.memory_used_mb, slot.memory_total_mb))
+                bus_id_cell(slot.bus_id, 2), values.aicore_percent, ddr_used, ddr_total, values.memory_used_mb,
+                slot.memory_total_mb))
         lines.append(_910_DOUBLE)
     lines += [
         _910_RULE,
@@ -137,7 +152,7 @@ def _310_table(product: Product, chips: Sequence[Chip], driver_version: str) -> 
             lines.append("| %-7d %-22s| %-15s | %s %-17d %-6d/ %-13d |" % (
                 slot.npu, product.chip_name, values.health, power, values.temperature_celsius,
                 values.hugepages_used, values.hugepages_total))
-            bus_id = _bus_id(slot.bus_id, 4) if slot.bus_id else "%-15s" % "NA"
+            bus_id = bus_id_cell(slot.bus_id, 4) if slot.bus_id else "%-15s" % "NA"
             lines.append("| %-7d %-22d| %s | %-12d %-5d/ %-32d |" % (
                 slot.chip, slot.device_id, bus_id, values.aicore_percent, values.memory_used_mb,
                 slot.memory_total_mb))
@@ -170,7 +185,7 @@ def _by_card(chips: Sequence[Chip]) -> List[List[Chip]]:
     return cards
 
 
-def _bus_id(bus_id: str, function_width: int) -> str:
+def bus_id_cell(bus_id: str, function_width: int) -> str:
     """npu-smi prints the bus id with printf("%04X:%02X:%02X.%-NX"), so the function digit is padded."""
     domain, bus, device_function = bus_id.split(":")
     device, function = device_function.split(".")

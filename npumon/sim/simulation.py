@@ -14,6 +14,10 @@ Every simulated npu-smi call takes as long as real npu-smi would on the product 
 value of NPUMON_SIM_LATENCY_SCALE when that is set: the test suite sets it to 0 (tests/conftest.py), so only
 the tests that ask for realistic latency wait for it. 0 answers at once.
 
+It also writes the simulated libdcmi.so's state file (sim/dcmi/state.py), which set_scenario and
+set_latency_scale rewrite: with the library built by npumon.sim.dcmi.build_fake_library and `sim.env`
+in the environment, DCMI answers what npu-smi answers.
+
 `sim.spawn` is None: callers run the simulator executable, the same path as real npu-smi. Only a test
 run sets NPUMON_SIM_IN_PROCESS=1 (tests/conftest.py); then `sim.spawn` is the in-process simulator
 (sim/inprocess.py), for CommandRunner(..., spawn=sim.spawn), which answers alike without a fork per call.
@@ -27,6 +31,8 @@ from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional
 
 from . import scenario as scenarios
+from .dcmi.faults import clear_faults
+from .dcmi.state import write_dcmi_state
 from .hostroot import write_host_root
 from .hostspec import host_root_spec
 from .knobs import reset_knobs
@@ -102,6 +108,8 @@ def prepare_simulation(state_dir: str, scenario: str = "healthy", product: Optio
         "host": host,
         "root": root,
     })
+    clear_faults(state_dir)  # no DCMI fault from an earlier run
+    write_dcmi_state(state_dir)  # what the simulated libdcmi.so answers from (sim/dcmi/state.py)
     return Simulation(npu_smi_argv=[sys.executable, "-m", "npumon.sim.npusmi"], env={STATE_ENV: state_dir},
                       root=root, scenario=checked["name"], product=product_name, spawn=_spawn(),
                       latency_scale=latency_scale)
@@ -123,6 +131,7 @@ def set_scenario(state_dir: str, scenario: str) -> str:
     state = read_state(os.path.abspath(state_dir))
     state["scenario"] = checked
     update_state(os.path.abspath(state_dir), state)
+    write_dcmi_state(state_dir)
     return checked["name"]
 
 
@@ -133,6 +142,7 @@ def set_latency_scale(state_dir: str, latency_scale: float) -> None:
     state = read_state(os.path.abspath(state_dir))
     state["latency_scale"] = scale
     update_state(os.path.abspath(state_dir), state)
+    write_dcmi_state(state_dir)
 
 
 def serving_queue_depth(state_dir: str, now: Optional[float] = None) -> float:

@@ -44,6 +44,7 @@ CHIP_FIELDS: Dict[str, Tuple[str, Any]] = {
     "vectorcore_percent": (NUMBER, 0),
     "dvpp_percent": (NUMBER, 0),
     "memory_used_percent": (NUMBER, 85),  # of HBM on the 910 family, of DDR on the 310 family
+    "ddr_used_percent": (NUMBER, 30),  # of the 910 A1's DDR, the one 910 with DDR of its own (~30 % in captures)
     "hbm_bandwidth_percent": (NUMBER, 25),
     "ddr_bandwidth_percent": (NUMBER, 10),
     "aicore_freq_mhz": (NUMBER, None),
@@ -137,6 +138,7 @@ class ChipValues:
     ecc_double_bit_isolated_pages: int
     processes: List[Tuple[int, str, int]] = field(default_factory=list)  # (pid, name, memory MiB)
     compatibility: str = "OK"  # firmware/driver match as `-t board` prints it for the chip's card
+    ddr_used_mb: int = 0  # the 910 A1's DDR (every other 910 prints 0 / 0; the 310 family's is memory_used_mb)
 
 
 def evaluate(expression: Any, t: float, phase: float = 0.0) -> Any:
@@ -171,18 +173,31 @@ def _chip_expressions(chips_spec: Dict[str, Any], device_id: int) -> Dict[str, A
     return merged
 
 
-def chip_values_at(chips_spec: Dict[str, Any], device_id: int, t: float, memory_total_mb: int,
-                   rated_freq_mhz: int) -> ChipValues:
+def resolved_chip_expressions(chips_spec: Dict[str, Any], device_id: int, rated_freq_mhz: int) -> Dict[str, Any]:
+    """Every field's expression for one chip, the followers and the rated frequency filled in (the
+    simulated libdcmi.so evaluates these same expressions, sim/dcmi/state.py)."""
     expressions = _chip_expressions(chips_spec, device_id)
     for name, source in _FOLLOWS.items():
         if expressions[name] is None:
             expressions[name] = expressions[source]
     if expressions["aicore_freq_mhz"] is None:
         expressions["aicore_freq_mhz"] = rated_freq_mhz
-    phase = 0.7 * device_id
+    return expressions
+
+
+def chip_phase(device_id: int) -> float:
+    """The wobble phase of a chip's numbers, so chips differ."""
+    return 0.7 * device_id
+
+
+def chip_values_at(chips_spec: Dict[str, Any], device_id: int, t: float, memory_total_mb: int,
+                   rated_freq_mhz: int, ddr_total_mb: int = 0) -> ChipValues:
+    expressions = resolved_chip_expressions(chips_spec, device_id, rated_freq_mhz)
+    phase = chip_phase(device_id)
     numbers = {name: evaluate(expressions[name], t, phase)
                for name, (kind, _) in CHIP_FIELDS.items() if kind == NUMBER}
     used_share = min(100.0, max(0.0, numbers.pop("memory_used_percent"))) / 100.0
+    ddr_share = min(100.0, max(0.0, numbers.pop("ddr_used_percent"))) / 100.0
     return ChipValues(
         health=evaluate(expressions["health"], t),
         compatibility=evaluate(expressions["compatibility"], t),
@@ -192,6 +207,7 @@ def chip_values_at(chips_spec: Dict[str, Any], device_id: int, t: float, memory_
         board_temperature_celsius=int(round(numbers["board_temperature_celsius"])),
         power_watts=max(0.0, numbers["power_watts"]),
         memory_used_mb=int(round(memory_total_mb * used_share)),
+        ddr_used_mb=int(round(ddr_total_mb * ddr_share)),
         aicore_freq_mhz=_count(numbers["aicore_freq_mhz"]),
         hugepages_total=_count(numbers["hugepages_total"]),
         hugepages_used=_count(numbers["hugepages_used"]),

@@ -87,6 +87,7 @@ class SourceContext:
     npu_smi: "CommandRunner"
     clock: Callable[[], float] = time.time
     quick_pass: bool = False  # one quick pass of `npumon check`: a source may ask less (npu-smi: health)
+    one_pass: bool = False  # `npumon check` (quick or full): a source reads afresh and saves no state
 
 
 @dataclass(frozen=True)

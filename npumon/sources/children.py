@@ -1,5 +1,5 @@
-"""What a killed call leaves behind: find every process of one call, kill it, and let the call's child die with
-npumon.
+"""What a killed call leaves behind: find every process of one call and kill it, and kill the calls that a
+killed npumon left running.
 
 Killing a call's process group is not enough: a helper that calls setsid() leaves the group, and a group kill
 misses it. Every call's environment carries a marker of its own (CALL_MARKER_ENV), which its descendants
@@ -12,28 +12,21 @@ npumon does not make itself a child subreaper (PR_SET_CHILD_SUBREAPER): orphans 
 the fan watchdog's) would become npumon's to reap, and reaping a pid that is not its own Popen's (waitpid on
 any child) would steal the exit status that another part of npumon waits for. Orphans stay init's to reap.
 
-`kill -9` of npumon itself cannot run any of this. So each direct child gets PR_SET_PDEATHSIG=SIGKILL: the
-kernel kills it when the thread that started it ends. The runner starts a child and waits for it in the same
-thread, so that thread outlives the child. It is set in a preexec_fn, which subprocess warns is unsafe with
-threads (the child could deadlock before exec). Here the child has already started its own session, and the
-function only calls prctl through a ctypes function looked up before the fork: it takes no lock and imports
-nothing. If it ever deadlocks, the call's deadline kills that child like a hung npu-smi. A set-user-ID
-npu-smi would drop the setting at exec (the kernel clears it); npu-smi is not set-user-ID. The cost: with a
-preexec_fn subprocess forks rather than vforks, about 3 ms more per call, against npu-smi's 0.5-2 s. The
-alternatives cost more: an exec wrapper in Python starts an interpreter per call, and an external one
-(util-linux's `setpriv --pdeathsig`) is one more program to find on the host and to allow in the unit.
+`kill -9` of npumon itself cannot run any of this, and a call it was waiting for may hang on. A restarted
+npumon kills those (kill_orphaned_calls): a marker names the npumon process that made the call, and a call
+whose npumon is gone has nobody left to wait for it. Under systemd the unit's KillMode=mixed kills them at
+once, with the service cgroup. (PR_SET_PDEATHSIG would end them with npumon, but only from a preexec_fn: it
+makes subprocess run Python's fork handlers around every call, from many threads, and one of them, the
+thread pools' shutdown lock, was seen released under a pool that held it.)
 """
 
-import ctypes
 import itertools
 import os
 import signal
-import sys
 import threading
-from typing import Callable, Dict, Iterable, Optional, Set
+from typing import Dict, Iterable, Optional, Set
 
 CALL_MARKER_ENV = "NPUMON_CALL"
-PR_SET_PDEATHSIG = 1
 # A call's processes may still fork while they are being killed: look this many times at most.
 KILL_ROUNDS = 3
 
@@ -48,35 +41,35 @@ def call_marker() -> str:
     return "{}.{}".format(os.getpid(), number)
 
 
-def _load_prctl() -> Optional[Callable[..., int]]:
-    if not sys.platform.startswith("linux"):
-        return None
+def kill_orphaned_calls() -> int:
+    """SIGKILL to every process left by a call of an npumon process that is gone (killed with SIGKILL, or
+    crashed); how many were found. A call of a running npumon (a check next to the daemon) is never touched."""
+    prefix = (CALL_MARKER_ENV + "=").encode()
+    orphans = set()
+    for pid in _pids():
+        maker = _call_maker(pid, prefix)
+        if maker is not None and maker != os.getpid() and not _alive(maker):
+            orphans.add(pid)
+    _kill_each(orphans)
+    return len(orphans)
+
+
+def _call_maker(pid: int, prefix: bytes) -> Optional[int]:
+    """The pid of the npumon that made the call this process belongs to, from its marker; None if unmarked."""
     try:
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
+        with open("/proc/{}/environ".format(pid), "rb") as handle:
+            variables = handle.read().split(b"\0")
+    except OSError:
         return None
-    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
-    prctl.restype = ctypes.c_int
-    return prctl
+    for variable in variables:
+        if variable.startswith(prefix):
+            maker = variable[len(prefix):].split(b".", 1)[0]
+            return int(maker) if maker.isdigit() else None
+    return None
 
 
-_PRCTL = _load_prctl()
-
-
-def die_with_parent() -> Optional[Callable[[], None]]:
-    """A preexec_fn that makes the child die of SIGKILL when its parent thread ends; None where there is no
-    prctl (not Linux)."""
-    prctl = _PRCTL
-    if prctl is None:
-        return None
-    parent = os.getpid()
-
-    def preexec() -> None:
-        prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        if os.getppid() != parent:  # the parent died before prctl took effect: nobody waits for this call
-            os.kill(os.getpid(), signal.SIGKILL)
-
-    return preexec
+def _alive(pid: int) -> bool:
+    return _parent_of(pid) is not None
 
 
 def call_processes(root_pid: int, marker: str) -> Set[int]:

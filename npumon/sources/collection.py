@@ -27,9 +27,10 @@ log = logging.getLogger(__name__)
 class SourceSet:
     def __init__(self, config: Config, target: Target, clock: Callable[[], float] = time.time,
                  skip: Sequence[str] = (), specs: Optional[Sequence[SourceSpec]] = None, quick_pass: bool = False,
-                 max_concurrent: Optional[int] = None):
+                 max_concurrent: Optional[int] = None, one_pass: bool = False):
         """`skip`: names of sources to leave out (`check --no-probe`); `specs`: the source list (tests);
-        `quick_pass`: for one quick pass of `npumon check`, where sources may ask less; `max_concurrent`:
+        `quick_pass`: for one quick pass of `npumon check`, where sources may ask less; `one_pass`: for
+        `npumon check`, where sources keep no state across runs; `max_concurrent`:
         npu-smi calls at a time (default: npu_smi_max_concurrent)."""
         self.config = config
         self.target = target
@@ -38,7 +39,7 @@ class SourceSet:
                                      max_concurrent or config.npu_smi_max_concurrent,
                                      env=target.env, priority_slots=1,
                                      spawn=target.spawn, max_output_bytes=config.npu_smi_max_output_bytes)
-        context = SourceContext(config, target, self.npu_smi, clock, quick_pass)
+        context = SourceContext(config, target, self.npu_smi, clock, quick_pass, one_pass)
         self.sources: List[Source] = []
         for spec in registry.SOURCES if specs is None else specs:
             if spec.name in skip:

@@ -6,17 +6,21 @@ source then sets the host part (and each chip's PCIe link), and the sources afte
 """
 
 from .ambient import SPEC as AMBIENT
+from .dcmi.source import SPEC as DCMI
 from .hccn.source import SPEC as HCCN
 from .host.source import SPEC as HOST
+from .kmsg.source import SPEC as KMSG
 from .npusmi.source import SPEC as NPU_SMI
 from .probe.source import SPEC as PROBE
 from .serving.source import SPEC as SERVING
 
 SOURCES = (
-    NPU_SMI,  # the main table (the primary tier: rules follow it) and the -t queries
+    NPU_SMI,  # the main table (the primary tier: rules follow it) and the -t queries DCMI does not read
+    DCMI,  # with collect.backend dcmi (or auto and a library that initialises): the chip values, in a worker
     HOST,  # CPU, NUMA, memory, versions, device files, PCIe links
     SERVING,  # the inference server's request queue depth
     AMBIENT,  # the inlet/board temperature for the fan governor
     PROBE,  # the liveness probe on the NPU
+    KMSG,  # the Ascend driver's fault lines in the kernel log
     HCCN,  # the NPUs' RoCE ports through hccn_tool (per chip, by the physical id the chips above carry)
 )

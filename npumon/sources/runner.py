@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from ..childenv import child_environment
-from .children import CALL_MARKER_ENV, call_marker, die_with_parent, kill_call
+from .children import CALL_MARKER_ENV, call_marker, kill_call
 
 log = logging.getLogger(__name__)
 
@@ -174,7 +174,7 @@ class CommandRunner:
         try:
             proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                     stderr=subprocess.PIPE, start_new_session=True,
-                                    env=dict(env, **{CALL_MARKER_ENV: marker}), preexec_fn=die_with_parent())
+                                    env=dict(env, **{CALL_MARKER_ENV: marker}))
         except (OSError, subprocess.SubprocessError) as exc:
             return CommandResult(argv, None, "", "", time.monotonic() - started,
                                  error="cannot run {}: {}".format(argv[0], getattr(exc, "strerror", None) or exc))

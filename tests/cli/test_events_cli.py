@@ -95,7 +95,7 @@ def test_no_events(capsys, config, store):
     (["--limit", "ten"], "npumon: --limit: expected a whole number 0 or more, got 'ten'"),
     (["--kind", "fired"], "npumon: --kind: unknown kind 'fired' (known: finding_fired, finding_resolved, "
                           "finding_acknowledged, health_changed, error_code_new, chip_appeared, chip_disappeared, "
-                          "control_action, control_refused, probe_failed, notification_failed)"),
+                          "control_action, control_refused, probe_failed, notification_failed, host_rebooted)"),
 ])
 def test_events_bad_arguments_are_one_line(capsys, config, store, args, message):
     assert run(capsys, "events", "-c", config, *args) == (2, "", message + "\n")

@@ -22,6 +22,7 @@ TEXTFILE_UNITS = [os.path.join(REPO, "exporters", "textfile", name)
                   for name in ("npumon-textfile.service", "npumon-textfile.timer")]
 EXAMPLE_CONFIG = os.path.join(REPO, "systemd", "npumon.yaml")
 IP_DROPIN = os.path.join(REPO, "systemd", "npumon-ipaddressallow.conf.example")
+KMSG_DROPIN = os.path.join(REPO, "systemd", "npumon-kmsg.conf.example")
 SHIPPED_EXEC = "/usr/local/bin/npumon"
 
 
@@ -134,6 +135,19 @@ def test_ipaddressallow_dropin_loads_clean_and_sets_an_allow_list(tmp_path):
                                             "--root=" + str(tmp_path / "root"))
     assert "defines IP address allow list" in with_dropin["IPAddressDeny="][1], with_dropin["IPAddressDeny="]
     assert exposure <= 2.0
+
+
+def test_kmsg_dropin_loads_clean_and_opens_only_the_kernel_log(tmp_path):
+    analyze = systemd_analyze()
+    copy = installed_copy(UNIT, tmp_path)
+    dropin_dir = tmp_path / "npumon.service.d"
+    dropin_dir.mkdir()
+    shutil.copy(KMSG_DROPIN, str(dropin_dir / "kmsg.conf"))
+    result = subprocess.run([analyze, "verify", copy], capture_output=True, text=True, timeout=60,
+                            cwd=str(tmp_path))
+    assert result.returncode == 0 and result.stdout + result.stderr == "", result.stdout + result.stderr
+    assert unit_settings(KMSG_DROPIN) == [("ProtectKernelLogs", "no"), ("DeviceAllow", "/dev/kmsg r"),
+                                          ("CapabilityBoundingSet", "CAP_SYSLOG")]
 
 
 def test_unit_is_a_notify_service_with_watchdog_reload_restart_and_the_npu_devices():

@@ -41,6 +41,13 @@ NOW = 1767225600.0
 B_CODES = ["A4025021", "8C03A000", "not-hex", "1", "2", "3", "4", "5", "6", "7", "8", "9"]
 
 
+# one entry of the kmsg source's fault book, as it puts them on a chip (or the host)
+DRIVER_FAULT = {"fault_class": "heartbeat_lost", "kind": "device", "repair_action": "reset_npu", "level": "RestartNPU",
+                "summary": "heartbeat lost", "bus": None, "code": "40F84E00", "count": 3, "suppressed": 0,
+                "first_seen": NOW, "last_seen": NOW, "last_line": "Heartbeat lost!", "window_start": NOW,
+                "window_count": 3}
+
+
 def rich_snapshot():
     """Four chips covering a full 910B chip, a 310P-like chip, an A3 die with nothing known and a chip
     without any id, plus a host with NUMA, device files and version files, and three kinds of sources."""
@@ -66,6 +73,7 @@ def rich_snapshot():
         probe=ProbeSample(state="failed", time=NOW - 60, kind="acl", device_id=0, first_run=False,
                           duration_seconds=0.5, baseline_seconds=0.4,
                           stage_seconds={"init": 0.3, "memcpy": 0.2}, failed_stage="memcpy", error_code=507053),
+        extra={"driver_faults": [dict(DRIVER_FAULT, device=0)]},
     )
     # its RoCE port, as the hccn source (sources/hccn) leaves it, with every value known
     chip_a.extra["network"] = {
@@ -104,6 +112,8 @@ def rich_snapshot():
             DeviceFile(path="/dev/davinci_manager", exists=True, accessible=False),
         ],
         serving_queue_depth=3.0,
+        extra={"driver_faults": [dict(DRIVER_FAULT, device=None, place="host")],
+               "kmsg": {"records": 120, "matched": 4, "lost": 2, "suppressed": 1, "reboots": 0}},
     )
     sources = {
         "npusmi_info": SourceStatus(ok=True, duration_seconds=0.42, last_success=NOW - 1),
@@ -117,10 +127,27 @@ def rich_snapshot():
 
 FINDINGS = [
     Finding(rule="numa_balancing_on", severity="warning", subject="host", summary="s", hint="h", since=NOW),
-    Finding(rule="chip_health", severity="critical", subject="npu1/chip0", summary="s", hint="h", since=NOW),
-    Finding(rule="chip_health", severity="critical", subject="npu1/chip0", summary="again", hint="h", since=NOW),
+    Finding(rule="chip_health", severity="critical", subject="npu1/chip0", summary="s", hint="h", since=NOW,
+            repair_action="reset_npu", level="RestartNPU"),
+    Finding(rule="chip_health", severity="critical", subject="npu1/chip0", summary="again", hint="h", since=NOW,
+            repair_action="reset_npu", level="RestartNPU"),
     Finding(rule="new_rule", severity="info", subject="npu0/chip0", summary="s", hint="h", since=NOW, shadow=True),
 ]
+
+
+def test_driver_faults_of_the_kernel_log_are_exported_per_chip_and_for_the_host():
+    found = samples(render(ExporterView(snapshot=rich_snapshot(), findings=[])))
+    assert series(found, "npumon_driver_fault_lines") == {
+        labels(npu="0", chip="0", **{"class": "heartbeat_lost"}, kind="device", repair_action="reset_npu"): 3.0,
+        labels(npu="", chip="", **{"class": "heartbeat_lost"}, kind="device", repair_action="reset_npu"): 3.0}
+    assert series(found, "npumon_kmsg_records_lost") == {labels(): 2.0}
+
+
+def test_driver_fault_findings_export_their_repair_action_and_level():
+    found = series(samples(render(ExporterView(snapshot=rich_snapshot(), findings=FINDINGS))),
+                   "npumon_finding_repair_info")
+    assert found == {frozenset({"rule": "chip_health", "subject": "npu1/chip0", "repair_action": "reset_npu",
+                                "level": "RestartNPU"}.items()): 1.0}
 
 
 def render(view, compat=False):

@@ -8,6 +8,7 @@ import pytest
 from npumon.model import MIB, ChipSample, HostSample, ProcessSample, Snapshot
 from npumon.outputs import npu_exporter
 from npumon.outputs.exporter import ExporterView, render_families
+from npumon.sim.products import PRODUCTS
 from npu_exporter_contract import CONTRACT, mapping_table
 
 def test_every_family_has_npu_exporters_name_labels_and_help():
@@ -28,7 +29,9 @@ def test_the_readme_table_names_every_served_family_and_only_real_ones():
     # a family the table says is served on some product is one npumon declares
     said_served = {family for family, cells in table.items() if any(cell != "no" for cell in cells.values())}
     assert said_served - served == set()
-    assert set(next(iter(table.values()))) == {"atlas-800i-a2", "atlas-a3", "atlas-300i-duo", "atlas-200i-a2"}
+    # a column for every simulated product
+    assert set(next(iter(table.values()))) == {"atlas-800i-a2", "atlas-a3", "atlas-300i-duo", "atlas-200i-a2",
+                                               "atlas-800-9000", "atlas-350"} == set(PRODUCTS)
 
 
 @pytest.mark.parametrize("health, value", [("OK", 1), ("Warning", 0), ("Alarm", 0), ("Critical", 0),

@@ -15,10 +15,13 @@ from npu_exporter_contract import CONTRACT, VDIE, mapping_table
 
 pytestmark = pytest.mark.integration
 
-PRODUCTS = ("atlas-800i-a2", "atlas-a3", "atlas-300i-duo", "atlas-200i-a2")
-CHIPS = {"atlas-800i-a2": 8, "atlas-a3": 16, "atlas-300i-duo": 4, "atlas-200i-a2": 1}
+PRODUCTS = ("atlas-800i-a2", "atlas-a3", "atlas-300i-duo", "atlas-200i-a2", "atlas-800-9000", "atlas-350")
+CHIPS = {"atlas-800i-a2": 8, "atlas-a3": 16, "atlas-300i-duo": 4, "atlas-200i-a2": 1, "atlas-800-9000": 8,
+         "atlas-350": 8}
 MODEL = {"atlas-800i-a2": "910B3-Ascend-V1", "atlas-a3": "Ascend910-Ascend-V1",
-         "atlas-300i-duo": "310P3-Ascend-V1", "atlas-200i-a2": "310B4-Ascend-V1"}
+         "atlas-300i-duo": "310P3-Ascend-V1", "atlas-200i-a2": "310B4-Ascend-V1", "atlas-800-9000": "910A-Ascend-V1",
+         "atlas-350": "Ascend950PR-Ascend-V100"}
+PHY_ID_PRODUCTS = ("atlas-a3", "atlas-350")  # the npu-smi that prints a Phy-ID (the 950's prints no logical id)
 MACHINE = ("machine_", "node_base_info", "npu_exporter_version_info")
 
 
@@ -88,10 +91,10 @@ def test_identity_labels_and_check_json_ids(tmp_path, product):
     chips = document["chips"]
     assert len(chips) == CHIPS[product]
     for chip in chips:
-        assert isinstance(chip["device_id"], int), chip
+        assert isinstance(chip["device_id"], int) == (product != "atlas-350"), chip
         assert VDIE.match(chip["vdie_id"]), chip
         assert chip["model_name"] == MODEL[product]
-        assert (chip["phy_id"] is not None) == (product == "atlas-a3")  # only the A3's npu-smi prints one
+        assert (chip["phy_id"] is not None) == (product in PHY_ID_PRODUCTS)
     by_id = {s.labels["id"]: s.labels for s in samples}
     for chip in chips:
         labels = by_id[str(chip["phy_id"] if chip["phy_id"] is not None else chip["device_id"])]
@@ -103,7 +106,7 @@ def values(families, name):
     return [sample.value for sample in families[name].samples]
 
 
-@pytest.mark.parametrize("product", ("atlas-800i-a2", "atlas-300i-duo"))
+@pytest.mark.parametrize("product", ("atlas-800i-a2", "atlas-300i-duo", "atlas-800-9000"))
 def test_units_are_npu_exporters(tmp_path, product):
     families, document = run_check(tmp_path, product)
     chips = {chip["device_id"]: chip for chip in document["chips"]}
@@ -112,11 +115,15 @@ def test_units_are_npu_exporters(tmp_path, product):
     assert all(0 <= value <= 100 for value in values(families, "npu_chip_info_utilization"))  # percent
     assert all(0.5 <= value <= 1.2 for value in values(families, "npu_chip_info_voltage"))  # volts
     assert all(300 <= value <= 2000 for value in values(families, "npu_chip_info_aicore_current_freq"))  # MHz
-    memory = "npu_chip_info_hbm_total_memory" if product == "atlas-800i-a2" else "npu_chip_info_total_memory"
+    memory = "npu_chip_info_total_memory" if product == "atlas-300i-duo" else "npu_chip_info_hbm_total_memory"
     for sample in families[memory].samples:  # MB = MiB
         chip = chips[int(sample.labels["id"])]
-        total = chip["hbm_total_bytes"] if product == "atlas-800i-a2" else chip["memory_total_bytes"]
+        total = chip["memory_total_bytes"] if product == "atlas-300i-duo" else chip["hbm_total_bytes"]
         assert sample.value == total / 1048576
+    if product == "atlas-800-9000":  # the 910 A1's DDR, next to its HBM
+        ddr = {int(sample.labels["id"]): sample.value for sample in families["npu_chip_info_total_memory"].samples}
+        assert ddr == {device: chip["memory_total_bytes"] / 1048576 for device, chip in chips.items()}
+        assert set(ddr.values()) == {15137, 15039}
     process_mb = {(s.labels["id"], s.labels["process_id"]): s.value
                   for s in families["npu_chip_info_process_info"].samples}
     expected = {(str(chip["device_id"]), str(p["pid"])): p["memory_bytes"] / 1048576
@@ -124,13 +131,15 @@ def test_units_are_npu_exporters(tmp_path, product):
     assert process_mb == expected and expected
 
 
-def test_error_codes_as_numbers_in_npu_exporters_slots(tmp_path):
-    families, document = run_check(tmp_path, "atlas-800i-a2", scenario="health-alarm")
+@pytest.mark.parametrize("product", ("atlas-800i-a2", "atlas-350"))
+def test_error_codes_as_numbers_in_npu_exporters_slots(tmp_path, product):
+    families, document = run_check(tmp_path, product, scenario="health-alarm")
     for chip in document["chips"]:
         codes = [int(code, 16) for code in chip["error_codes"]]
         slots = [("npu_chip_info_error_code" if n == 0 else "npu_chip_info_error_code_{}".format(n))
                  for n in range(len(codes))]
-        found = [next((s.value for s in families[slot].samples if s.labels["id"] == str(chip["device_id"])), None)
+        chip_id = str(chip["phy_id"] if chip["phy_id"] is not None else chip["device_id"])  # npu-exporter's id
+        found = [next((s.value for s in families[slot].samples if s.labels["id"] == chip_id), None)
                  if slot in families else None for slot in slots]
         assert found == codes, chip["error_codes"]
     assert any(chip["error_codes"] for chip in document["chips"])

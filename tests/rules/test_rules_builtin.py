@@ -145,6 +145,17 @@ def first_port(**values):
             chip.extra["network"] = healthy_network()
         snapshot.chips[0].extra["network"] = healthy_network(**{
             name: value(elapsed) if callable(value) else value for name, value in values.items()})
+def driver_fault(kind, on_host=False):
+    """A fault of the kmsg source's book on chip 0 (or the host), and none elsewhere."""
+    fault = {"fault_class": "heartbeat_lost", "kind": kind, "repair_action": "reset_npu", "level": "RestartNPU",
+             "summary": "heartbeat lost", "device": 0, "bus": None, "code": "40F84E00", "count": 3,
+             "suppressed": 0, "first_seen": 0.0, "last_seen": 0.0, "last_line": "Heartbeat lost!",
+             "window_start": 0.0, "window_count": 3, "place": "device 0"}
+
+    def mutate(snapshot, elapsed):
+        for chip in snapshot.chips:
+            chip.extra["driver_faults"] = [fault] if chip.npu == 0 and not on_host else []
+        snapshot.host.extra["driver_faults"] = [fault] if on_host else []
     return mutate
 
 
@@ -173,6 +184,12 @@ CASES = {
     "load-imbalance": (half_the_chips_lagging, 615, None, "host"),
     "hbm-leak": (leaking_hbm, 3 * 3600, None, CHIP0),
     "source-down": (ecc_source_down, 75, None, "host"),
+    "driver-hardware-fault": (driver_fault("hardware"), 0, None, CHIP0),
+    "driver-device-fault": (driver_fault("device"), 0, None, CHIP0),
+    "driver-transient-fault": (driver_fault("transient"), 0, None, CHIP0),
+    "driver-host-hardware-fault": (driver_fault("hardware", on_host=True), 0, None, "host"),
+    "driver-host-device-fault": (driver_fault("device", on_host=True), 0, None, "host"),
+    "driver-host-transient-fault": (driver_fault("transient", on_host=True), 0, None, "host"),
     "probe-failed": (first_chip(probe=ProbeSample(state="failed", time=0.0, kind="acl", device_id=0,
                                                   failed_stage="memcpy", error_code=507053,
                                                   detail="acl.rt.memcpy returned 507053", action="Drain it.")),

@@ -43,7 +43,9 @@ def test_builtin_rules_load_with_stable_ids_and_hints():
 
 def test_builtin_sticky_rules():
     rules, _ = load_rules()
-    assert {rule.id for rule in rules if rule.sticky} == {"health-critical", "ecc-uncorrectable"}
+    assert {rule.id for rule in rules if rule.sticky} == {"health-critical", "ecc-uncorrectable",
+                                                          "driver-hardware-fault", "driver-device-fault",
+                                                          "driver-host-hardware-fault", "driver-host-device-fault"}
 
 
 def test_default_params_is_a_copy():

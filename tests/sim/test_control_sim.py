@@ -47,7 +47,7 @@ def test_bad_settings_get_npu_smis_parameter_errors(tmp_path, args, first_line):
     assert text.splitlines()[0] == first_line and status == 215
 
 
-@pytest.mark.parametrize("product", ["atlas-800i-a2", "atlas-a3", "atlas-300i-duo"])
+@pytest.mark.parametrize("product", ["atlas-800i-a2", "atlas-a3", "atlas-300i-duo", "atlas-800-9000", "atlas-350"])
 def test_products_without_a_fan_knob_refuse_it_in_npu_smis_words(tmp_path, product):
     sim = prepare_simulation(str(tmp_path), "healthy", product=product, time_scale=0)
     assert npu_smi(sim, "info", "-t", "pwm-mode") == ("This device does not support querying pwm-mode.\n", 0)

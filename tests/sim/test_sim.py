@@ -12,7 +12,8 @@ import time
 import pytest
 
 from npumon.sim.npusmi import HANG_PIDS_FILE, main, respond, sim_host
-from npumon.sim.products import ATLAS_200I_A2, ATLAS_300I_DUO, ATLAS_800I_A2, ATLAS_A3, PRODUCTS, Product
+from npumon.sim.products import (ATLAS_200I_A2, ATLAS_300I_DUO, ATLAS_800I_A2, ATLAS_A3, FAMILY_910, FAMILY_950,
+                                  PRODUCTS, Product)
 from npumon.sim.render_query import render_query
 from npumon.sim.render_table import render_info, render_list, render_mapping
 from npumon.sim.scenario import ScenarioError, load_scenario
@@ -484,19 +485,26 @@ def test_outputs_parse_back_to_the_scenario_values(product_name, scenario_name):
     for parsed, (slot, values) in zip(table.chips, sim.chips):
         assert parsed.health == values.health
         assert parsed.temperature_celsius == values.temperature_celsius
-        assert parsed.aicore_percent == values.aicore_percent
+        # the 950's table prints NPU Util(%) where the others print AICore(%)
+        assert parsed.aicore_percent == (values.npu_utilization_percent if product.family == FAMILY_950
+                                         else values.aicore_percent)
         assert parsed.bus_id == slot.bus_id
         expected_power = None if product.name == "atlas-300i-duo" or (product.name == "atlas-a3" and slot.chip == 1) \
             else round(values.power_watts, 1)
         assert parsed.power_watts == expected_power
         used = parsed.hbm_used_mb if product.has_hbm else parsed.memory_used_mb
         assert used == values.memory_used_mb
+        if product.family == FAMILY_910:  # the 910 A1's DDR next to its HBM
+            assert (parsed.memory_used_mb, parsed.memory_total_mb) == (values.ddr_used_mb, slot.ddr_total_mb)
     if product.has_process_table:
         assert [(p.npu, p.chip, p.pid, p.memory_mb) for p in table.processes] == [
-            (slot.npu, slot.chip, pid, memory) for slot, values in sim.chips for pid, _, memory in values.processes]
+            (slot.npu, None if product.family == FAMILY_950 else slot.chip, pid, memory)  # 950: no Chip column
+            for slot, values in sim.chips for pid, _, memory in values.processes]
     for slot, values in sim.chips:
         for name in ("usages", "ecc", "health"):
-            text = respond(["info", "-t", name, "-i", str(slot.npu), "-c", str(slot.chip)], sim)[0]
+            # the 950 takes no -c: its card-level answers are its chip's
+            chip_option = ["-c", str(slot.chip)] if product.has_chip_option else []
+            text = respond(["info", "-t", name, "-i", str(slot.npu)] + chip_option, sim)[0]
             if state["scenario"]["behaviour"] == "unsupported":
                 assert kv.classify_error(text).kind == "unsupported"
                 continue
@@ -512,8 +520,10 @@ def test_outputs_parse_back_to_the_scenario_values(product_name, scenario_name):
                 # 310B boards print no isolated-page counters at all
                 assert parsed["ecc_isolated_pages"] == (None if product.name == "atlas-200i-a2" else isolated)
             else:
-                # npu-smi prints OK for Warning/Alarm/Critical without an error code (FORMATS.md 4.8)
-                assert parsed["health"] == (values.health if values.errors or values.health in ("OK", "UNKNOWN") else "OK")
+                # npu-smi prints OK for Warning/Alarm/Critical without an error code (FORMATS.md 4.8); the 950's
+                # card-level answer prints the health as it is
+                assert parsed["health"] == (values.health if values.errors or values.health in ("OK", "UNKNOWN")
+                                            or product.family == FAMILY_950 else "OK")
                 assert parsed.get("error_codes", []) == ["%08X" % code for code, _ in values.errors]
                 assert parsed.get("error_information", []) == [text for _, text in values.errors]
     for npu in product.cards:

@@ -15,7 +15,7 @@ from npumon.sim.state import STATE_ENV, STATE_FILE
 from npumon.sources.runner import CommandRunner
 
 QUERIES = ["usages", "power", "health", "ecc", "board", "temp", "memory", "common", "pwm-mode", "pwm-duty-ratio",
-           "nve-level", "cpu-freq-up", "no-such-type"]
+           "nve-level", "cpu-freq-up", "sensors", "current-fault-event", "no-such-type"]
 ARGUMENTS = [["info"], ["info", "-l"], ["info", "-m"], ["-v"], ["-h"], ["info", "-h"], [], ["bogus"], ["info", "-x"],
              ["info", "-t", "usages"], ["info", "-t", "usages", "-i", "99"],
              ["info", "-t", "health", "-i", "0", "-c", "7"]]
@@ -24,7 +24,8 @@ ARGUMENTS += [["info", "-t", "health", "-i", "0", "-c", "0"], ["set", "-t", "pwm
               ["set", "-t", "pwm-duty-ratio", "-d", "70"], ["set", "-t", "nve-level", "-i", "0", "-d", "1"],
               ["set", "-t", "cpu-freq-up", "-i", "0", "-d", "1"], ["set", "-t", "bogus", "-d", "1"]]
 SCENARIOS = [("healthy", None), ("health-alarm", None), ("unsupported", None), ("garbage", None),
-             ("healthy", "atlas-200i-a2"), ("healthy", "atlas-300i-duo"), ("healthy", "atlas-a3")]
+             ("healthy", "atlas-200i-a2"), ("healthy", "atlas-300i-duo"), ("healthy", "atlas-a3"),
+             ("healthy", "atlas-800-9000"), ("health-alarm", "atlas-350")]
 
 
 def executable_answer(monkeypatch, capsys, state_dir, args):

@@ -6,6 +6,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 
 import psutil
@@ -14,6 +15,7 @@ import pytest
 from npumon.config.errors import ConfigError
 from npumon.config.load import parse_config
 from npumon.config.schema import Config
+from npumon.sources.children import kill_orphaned_calls
 from npumon.sources.runner import MAX_OUTPUT_BYTES, CommandRunner
 
 PY = sys.executable
@@ -144,7 +146,8 @@ def test_what_a_call_that_ended_left_in_its_process_group_is_killed(marker):
     assert gone(marker, within=2.0) == []
 
 
-# A runner in a process of its own, killed with SIGKILL while its call hangs: nothing of it may run on.
+# A runner in a process of its own, killed with SIGKILL while its call hangs: the call runs on (nothing ends it
+# with its runner outside systemd) until the next npumon kills what the dead one left.
 KILLED_RUNNER = textwrap.dedent("""\
     import sys
     from npumon.sources.runner import CommandRunner
@@ -153,19 +156,30 @@ KILLED_RUNNER = textwrap.dedent("""\
     """)
 
 
-def test_a_call_dies_with_a_runner_killed_by_sigkill(marker):
+def test_the_calls_of_a_runner_killed_by_sigkill_are_killed_as_orphans(marker):
     parent = subprocess.Popen([PY, "-c", KILLED_RUNNER, marker], stdout=subprocess.PIPE, start_new_session=True)
+    bystander = CommandRunner([PY, "-c", "import time; time.sleep(3)", marker + "-bystander"], timeout_seconds=10)
+    running = threading.Thread(target=bystander.run, args=([],))  # a call of a live npumon: never an orphan
     try:
         assert parent.stdout.readline() == b"running\n"
+        running.start()
         deadline = time.monotonic() + 10
-        while not marked(marker) and time.monotonic() < deadline:
+        while len(marked(marker)) < 3 and time.monotonic() < deadline:  # the runner's process and both calls
             time.sleep(0.05)
-        assert marked(marker), "the call never started"
+        assert len(marked(marker)) == 3, "the calls never started"
         os.kill(parent.pid, signal.SIGKILL)  # the runner's process alone: its call has a session of its own
         parent.wait(5)
-        assert gone(marker) == []
+        orphans = [pid for pid in marked(marker) if pid not in marked(marker + "-bystander")]
+        assert len(orphans) == 1
+        assert kill_orphaned_calls() == 1
+        deadline = time.monotonic() + 5
+        while set(orphans) & set(marked(marker)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not set(orphans) & set(marked(marker))
+        assert marked(marker + "-bystander"), "the live runner's call was killed"
     finally:
         if parent.poll() is None:
             parent.kill()
             parent.wait(5)
+        running.join(10)
         parent.stdout.close()

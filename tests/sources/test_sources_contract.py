@@ -32,6 +32,8 @@ EVERYTHING_ON = """\
 serving: {enabled: true, url: "http://127.0.0.1:1/metrics", timeout_seconds: 0.5}
 probe: {enabled: true, timeout_seconds: 2, round_timeout_seconds: 3, sync_timeout_ms: 1000}
 control: {ambient: {sensor: hwmon, hwmon_name: nothing-here}}
+faults: {kmsg: true}
+collect: {backend: dcmi}
 npu_smi_timeout_seconds: 2
 """
 

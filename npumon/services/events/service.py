@@ -19,6 +19,7 @@ so sticky findings survive a history that had to start anew.
 """
 
 import logging
+import os
 import queue
 import threading
 import time
@@ -34,6 +35,8 @@ from .store import (ACKNOWLEDGED, ACTIVE, KINDS, EventStore, EventStoreError, Ev
 from ..storage import StorageHealth
 from ...model import Finding, Snapshot, SourceStatus
 from ...rules.engine import FIRED, RESOLVED, RuleEngine
+from ...sources.kmsg.state import BOOT_ID_PATH, read_boot_id
+from .reboot import clear_after_reboot
 
 log = logging.getLogger(__name__)
 
@@ -70,9 +73,11 @@ class EventService:
     name = SOURCE_NAME
 
     def __init__(self, path: str, retention_seconds: float, engine: Callable[[], RuleEngine],
-                 clock: Callable[[], float] = time.time):
-        """`engine` returns the daemon's current rule engine."""
+                 clock: Callable[[], float] = time.time, boot_id: Optional[str] = None):
+        """`engine` returns the daemon's current rule engine; `boot_id` the host's (None: not known, no
+        reboot is ever seen)."""
         self.path = path
+        self._boot_id = boot_id
         self._retention_seconds = retention_seconds
         self._engine = engine
         self._clock = clock
@@ -372,6 +377,9 @@ class EventService:
                 rows[key] = FindingRow(ACKNOWLEDGED, row.finding, ack.id)
             self._last_ack_id = max(self._last_ack_id, ack.id)
         store.set_meta(LAST_ACK_KEY, str(self._last_ack_id))
+        for key, row in clear_after_reboot(store, rows, self._boot_id, self._engine().cleared_by_reboot(), now):
+            if row.state == ACTIVE:
+                self._store_change(store, transition_change(RESOLVED, row.finding, "the host rebooted"), now)
         active = [row.finding for row in rows.values() if row.state == ACTIVE]
         acknowledged = [key for key, row in rows.items() if row.state == ACKNOWLEDGED]
         for key in self._engine().restore(active, acknowledged):
@@ -406,7 +414,8 @@ def event_services(daemon: Any) -> List[EventService]:
     if not settings.enabled:
         daemon.events = None
         return []
+    boot_id = read_boot_id(os.path.join(daemon.config.root, BOOT_ID_PATH))
     service = EventService(events_path(daemon.config.state_dir), settings.retention_days * 86400,
-                           lambda: daemon.engine)
+                           lambda: daemon.engine, boot_id=boot_id)
     daemon.events = service
     return [service]

@@ -42,7 +42,7 @@ FILE_NAME = "events.sqlite"
 KINDS = (
     "finding_fired", "finding_resolved", "finding_acknowledged",
     "health_changed", "error_code_new", "chip_appeared", "chip_disappeared",
-    "control_action", "control_refused", "probe_failed", "notification_failed",
+    "control_action", "control_refused", "probe_failed", "notification_failed", "host_rebooted",
 )
 
 # The states of a row in the findings table.

@@ -44,18 +44,21 @@ def model_name(chip_name: Optional[str], chip_type: Optional[str], chip_version:
     return "{}-{}-{}".format(chip_name, chip_type or DEFAULT_CHIP_TYPE, chip_version or "")
 
 
-_IDENTITY_KEYS = ("Chip Name", "Chip Type", "Chip Version", "VDie ID", "Die ID", "PCIe Bus Info")
+_IDENTITY_KEYS = ("Chip Name", "Chip Type", "Chip Version", "VDie ID", "Die ID", "DDie ID", "PCIe Bus Info")
+# Keys every `-t board` output prints, whatever the product and build (FORMATS.md 4.6).
+_BOARD_KEYS = ("Software Version", "Firmware Version", "Board ID")
 
 
 def parse_chip_identity(text: str, chip: Optional[int] = None) -> Dict[int, Dict[str, Any]]:
     """`npu-smi info -t board -i N -c C`: `vdie_id` (VDie ID; 310P and 310B print it as Die ID) and
-    `model_name`. A card-level answer (no die id) gives only what it prints."""
+    `model_name`. A card-level answer (no die id) gives only what it prints. The 950 takes no `-c` and prints
+    no VDie ID: its card-level answer's DDie ID, its only die id, stands in (unique per chip, same format)."""
     what = "board"
     blocks = _chip_blocks(text, what, True, chip, _IDENTITY_KEYS)
     result = {}
     for chip_id, block in blocks.items():
         values: Dict[str, Any] = {}
-        die = block.get("VDie ID") or block.get("Die ID")
+        die = block.get("VDie ID") or block.get("Die ID") or block.get("DDie ID")
         if die is not None:
             values["vdie_id"] = _convert(die, format_die_id, what)
         texts = {key: _text(block[key].value) if key in block else None
@@ -68,8 +71,10 @@ def parse_chip_identity(text: str, chip: Optional[int] = None) -> Dict[int, Dict
 
 
 def parse_card_serial(text: str, chip: Optional[int] = None) -> Dict[int, Dict[str, Any]]:
-    """`npu-smi info -t board -i N`: the card's `Serial Number` (npu-exporter's serial_number label)."""
-    return _parse_simple(text, "board", True, chip, {"Serial Number": ("serial_number", _text)})
+    """`npu-smi info -t board -i N`: the card's `Serial Number` (npu-exporter's serial_number label). Older
+    builds print none (npu-smi 23.0.5 on a 910A): then nothing, and no error, as the output is a board's."""
+    return _parse_simple(text, "board", True, chip, {"Serial Number": ("serial_number", _text)},
+                         _BOARD_KEYS)
 
 
 def parse_usages_extra(text: str, chip: Optional[int] = None) -> Dict[int, Dict[str, Any]]:

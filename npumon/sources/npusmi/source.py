@@ -34,7 +34,9 @@ import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ...model import MIB, ChipSample, ProcessSample, SourceStatus
-from ..base import Parts, SourceContext, SourceSpec, Tier, allowed_age, judge_status
+from ..base import Parts, Section, SourceContext, SourceSpec, Tier, allowed_age, judge_status
+from ..dcmi import backend as dcmi_backend
+from ..dcmi.config import CollectConfig, collect_problems
 from . import extras as npusmi_extras
 from . import kv as npusmi_kv
 from .common import NpuSmiParseError
@@ -112,8 +114,11 @@ class NpuSmiSource:
 
     def __init__(self, runner: CommandRunner, clock: Callable[[], float] = time.time,
                  intervals: Optional[Dict[str, float]] = None, table_interval: float = 15.0,
-                 max_age: float = 120.0, quick_pass: bool = False, identity_cache: Optional[IdentityCache] = None):
+                 max_age: float = 120.0, quick_pass: bool = False, identity_cache: Optional[IdentityCache] = None,
+                 backend: Optional[str] = None, skip_query: Optional[Callable[[str], bool]] = None):
         self.runner = runner
+        self.skip_query = skip_query  # query -> True while DCMI reads its values (dcmi/backend.py Decision.covers)
+        self.backend = backend  # what reads the chip values (collect.backend decided), named on the table's status
         self.clock = clock
         self.intervals = dict(intervals or {})  # query type -> seconds between polls
         self.table_interval = table_interval
@@ -153,6 +158,10 @@ class NpuSmiSource:
         query = query_of(tier)
         if query is None:
             self.poll_table()
+            return None
+        if self.skip_query is not None and self.skip_query(query):
+            with self._lock:
+                self._polls.pop(tier, None)  # not asked: no status of its own (the dcmi source has it)
             return None
         interval = self.intervals.get(query, 0.0)
         if query == "identity" and self._identity_from_cache:
@@ -227,6 +236,7 @@ class NpuSmiSource:
             poll.error = "not polled yet"  # it waited for the first table; its first poll runs now (not down)
         poll.waiting_on = None
         started = self.clock()
+        chip_level = query in PER_CHIP_QUERIES and not self._chip_option_unsupported
         targets = self._targets(query, table)
         # Begin where the previous poll ran out of time or slots, so that while some cards hang it is not
         # always the same cards that are left out.
@@ -244,6 +254,12 @@ class NpuSmiSource:
         # Per-chip sweeps of what hardly changes take one slot at a time, never every slot for a minute.
         workers = 1 if query in BACKGROUND_QUERIES else None
         outcomes = self._run_many(targets, name, deadline, take_in, workers)
+        if chip_level and self._chip_option_unsupported:
+            # npu-smi refused `-c` (the 950): ask again at once in the card-level form, within the same budget,
+            # so that a single pass (`npumon check`) still reads these values
+            self._resume_at[query] = 0
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            return self.poll_query(query, budget_seconds=left)
         # Not started, or cut off at the budget before its own deadline: asked first next time, no failure.
         left_out = [index for index, (skipped, _) in enumerate(outcomes) if skipped]
         self._resume_at[query] = first + left_out[0] if left_out else 0
@@ -454,6 +470,8 @@ class NpuSmiSource:
                                   degraded=poll.ok and poll.degraded)
             query = query_of(name)
             status = judge_status(status, now, max_age if query is None else self.allowed_age(query, max_age))
+            if query is None and self.backend is not None:
+                status = dataclasses.replace(status, backend=self.backend)
             result[name] = status if status.ok else dataclasses.replace(status, degraded=False)
         return result
 
@@ -484,11 +502,15 @@ def _parse_table(result: CommandResult) -> Tuple[Optional[MainTable], Optional[s
 
 def build(context: SourceContext) -> NpuSmiSource:
     """Always on: npu-smi is how npumon knows the chips. Its calls go through the one npu-smi runner, whose
-    priority slot keeps the main table from waiting behind hanging query calls."""
+    priority slot keeps the main table from waiting behind hanging query calls. With DCMI in use
+    (collect.backend), a query DCMI reads is not asked while DCMI answers (the DCMI source supplies its values)."""
     config = context.config
+    decision = dcmi_backend.decide(config, context.target)
     return NpuSmiSource(context.npu_smi, clock=context.clock, intervals=query_intervals(config),
                         table_interval=config.poll.table_seconds, max_age=config.max_age_seconds,
-                        quick_pass=context.quick_pass, identity_cache=IdentityCache(cache_path(context)))
+                        quick_pass=context.quick_pass, identity_cache=IdentityCache(cache_path(context)),
+                        backend=decision.backend,
+                        skip_query=decision.covers if decision.backend == dcmi_backend.DCMI else None)
 
 
 def query_intervals(config) -> Dict[str, float]:
@@ -505,4 +527,5 @@ def query_intervals(config) -> Dict[str, float]:
 
 # The chip record's own facts and families (temperature, utilisation, memory, ECC, ...) belong to the model
 # (rules/facts.py, outputs/exporter.py): DCMI will fill the same records.
-SPEC = SourceSpec(TABLE_SOURCE, build)
+# `collect:` (which backend reads the chip values) is this source's section: it decides which of its tiers run.
+SPEC = SourceSpec(TABLE_SOURCE, build, section=Section("collect", CollectConfig, collect_problems))

@@ -11,7 +11,7 @@ from npumon.sim import prepare_simulation
 from npumon.sources.npusmi import extras
 from npumon.sources.npusmi.common import NpuSmiParseError
 from npumon.sources.npusmi.identity import CACHE_FILE, IdentityCache
-from npumon.sources.npusmi.source import NpuSmiSource, query_intervals
+from npumon.sources.npusmi.source import QUERY_PARSERS, NpuSmiSource, query_intervals
 from npumon.sources.runner import CommandRunner
 from paths import FIXTURES
 
@@ -66,6 +66,31 @@ def test_a3_ids_come_from_the_mapping_with_its_phy_ids(make):
     assert [(chip.npu, chip.chip, chip.device_id, chip.phy_id) for chip in chips[:3]] == [
         (0, 0, 0, 0), (0, 1, 1, 1), (1, 0, 2, 2)]
     assert all(chip.vdie_id for chip in chips)
+
+
+def test_the_950_refuses_c_and_its_first_poll_asks_each_card_again_at_once(make):
+    """npu-smi on a 950 takes no -c: the same poll asks the card-level form, so one pass (npumon check) has
+    every chip's die id, voltage and health codes, and later polls ask the card-level form only."""
+    npusmi, clock = make("atlas-350")
+    calls = []
+    run = npusmi.runner.run
+    npusmi.runner.run = lambda args, **kwargs: calls.append(list(args)) or run(args, **kwargs)
+    npusmi.poll_table()
+    npusmi.poll("npu-smi:identity")  # info -m alone
+    chips = npusmi.chips(clock.now)
+    assert [(chip.device_id, chip.phy_id) for chip in chips] == [(None, n) for n in range(8)]  # 950: no logic id
+    for tier in ("npu-smi:identity", "npu-smi:volt", "npu-smi:health"):
+        npusmi.poll(tier)
+        assert npusmi.statuses(clock.now)[tier].ok, npusmi.statuses(clock.now)[tier].error
+    chips = npusmi.chips(clock.now)
+    assert len({chip.vdie_id for chip in chips}) == 8 and all(chip.vdie_id for chip in chips)
+    assert {chip.model_name for chip in chips} == {"Ascend950PR-Ascend-V100"}
+    assert {chip.voltage_volts for chip in chips} == {0.8}
+    chip_calls = [args for args in calls if "-c" in args]
+    assert len(chip_calls) == 8  # only the first per-chip poll tried -c, once per chip
+    calls.clear()
+    npusmi.poll("npu-smi:volt")
+    assert sorted(calls) == sorted(["info", "-t", "volt", "-i", str(n)] for n in range(8))
 
 
 def test_identity_values_outlive_max_age_until_their_hourly_poll_is_overdue(make):
@@ -161,6 +186,22 @@ def test_card_level_board_has_no_die_id_but_a_serial_number():
     assert extras.parse_chip_identity(text) == {0: {}}
     serial = extras.parse_card_serial(text)[0]["serial_number"]
     assert serial and " " not in serial
+
+
+def test_card_level_board_of_a_real_910a_without_a_serial_number_reads_as_a_board():
+    """npu-smi 23.0.5 prints no Serial Number on a 910A card: the board tier's parsers give nothing for it,
+    not an error that would fail the tier on every 910A host."""
+    text = capture("info-t-board-card_910a_v23.0.5_tabs.txt")
+    assert extras.parse_card_serial(text) == {0: {}}
+    assert QUERY_PARSERS["board"](text) == {0: {"firmware_version": "7.1.0.7.220", "driver_version": "23.0.5",
+                                                "compatibility": "OK"}}
+
+
+def test_the_950_boards_ddie_id_stands_in_for_the_vdie_id_it_does_not_print():
+    values = extras.parse_chip_identity(capture("doc950_info-t-board.txt"))
+    assert values == {0: {"vdie_id": "870408E3-2120D518-77936EE6-80B40A0A-D4100003", "model_name": "xxx-Ascend-xxx"}}
+    real = extras.parse_chip_identity(capture("info-t-board_950pr_v25.7.rc1.6_annotated.txt"))
+    assert real == {0: {"model_name": "Ascend950PR-Ascend-V100"}}  # this copy of it lost its DDie ID line
 
 
 @pytest.mark.parametrize("cell, formatted", [

@@ -1,0 +1,149 @@
+"""The kernel-log patterns (patterns.yaml, plus users' files): a driver log line -> a fault. Pure but for
+reading the files once.
+
+A line matches the first pattern whose regex it contains; an `[ascend]` error line that none matches is a
+generic `driver_error`. The device id a line names is the driver's device id, which npumon takes as the
+chip's logical id (FAULTS.md §2.2: "treat as logic id -- not verified").
+"""
+
+import os
+import re
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Sequence
+
+import yaml
+
+from . import catalogue, levels
+
+PATTERNS_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "patterns.yaml")
+KINDS = ("hardware", "device", "transient")
+GENERIC_CLASS = "driver_error"
+_ASCEND = "[ascend]"
+_ERROR_LINE = re.compile(r"\[ascend\] (?:\[[^\]]*\] )?\[ERROR\]")
+_ANY_DEVICE = re.compile(r"\b(?:dev_id|devid|device_id|deviceid|device|dev)=(\d+)\b")
+_CLASS_NAME = re.compile(r"[a-z][a-z0-9_]*")
+# The kind of a fault known only by its code, from the code's handling level.
+_KIND_OF_LEVEL = {"SeparateNPU": "hardware", "PreSeparateNPU": "hardware", "ManuallySeparateNPU": "hardware",
+                  "RestartNPU": "device", "FreeRestartNPU": "device"}
+
+
+class PatternError(ValueError):
+    """A pattern file problem; the one-line message names the file and the pattern."""
+
+
+@dataclass(frozen=True)
+class Pattern:
+    fault_class: str
+    regex: Any  # compiled re.Pattern
+    kind: Optional[str]  # None: from the matched code
+    repair_action: Optional[str]
+    code: Optional[str]
+    summary: str
+    ascend_only: bool = True
+
+
+@dataclass(frozen=True)
+class LineFault:
+    """What one log line says."""
+
+    fault_class: str
+    kind: str
+    repair_action: str
+    level: Optional[str]
+    summary: str
+    device: Optional[int] = None  # the driver's device id
+    bus: Optional[str] = None  # a PCI address, lower case
+    code: Optional[str] = None
+
+
+def load_patterns(extra_files: Sequence[str] = ()) -> List[Pattern]:
+    """The users' patterns first, then the built-in ones that they do not replace (by class)."""
+    patterns: List[Pattern] = []
+    for path in list(extra_files) + [PATTERNS_PATH]:
+        for pattern in _read_file(path):
+            if all(known.fault_class != pattern.fault_class for known in patterns):
+                patterns.append(pattern)
+    return patterns
+
+
+def _read_file(path: str) -> List[Pattern]:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = yaml.safe_load(handle)
+    except OSError as exc:
+        raise PatternError("{}: {}".format(path, exc.strerror or exc)) from None
+    except yaml.YAMLError as exc:
+        raise PatternError("{}: not valid YAML: {}".format(path, str(exc).splitlines()[0])) from None
+    entries = data.get("patterns") if isinstance(data, dict) else None
+    if not isinstance(entries, list):
+        raise PatternError("{}: expected a mapping with a list under 'patterns'".format(path))
+    return [_pattern(path, number, entry) for number, entry in enumerate(entries, 1)]
+
+
+def _pattern(path: str, number: int, entry: Any) -> Pattern:
+    where = "{}: pattern {}".format(path, number)
+    if not isinstance(entry, dict):
+        raise PatternError("{}: expected a mapping".format(where))
+    unknown = sorted(set(entry) - {"class", "match", "ascend", "kind", "repair_action", "code", "summary"})
+    name = entry.get("class")
+    if not isinstance(name, str) or not _CLASS_NAME.fullmatch(name):
+        raise PatternError("{}: class must be a lower-case name like heartbeat_lost, got {!r}".format(where, name))
+    where = "{} ({})".format(where, name)
+    if unknown:
+        raise PatternError("{}: unknown keys {}".format(where, ", ".join(unknown)))
+    try:
+        regex = re.compile(str(entry.get("match", "")))
+    except re.error as exc:
+        raise PatternError("{}: match is not a regular expression: {}".format(where, exc)) from None
+    if not entry.get("match"):
+        raise PatternError("{}: match is required".format(where))
+    kind, action, code = entry.get("kind"), entry.get("repair_action"), entry.get("code")
+    if kind is not None and kind not in KINDS:
+        raise PatternError("{}: kind must be one of {}, got {!r}".format(where, ", ".join(KINDS), kind))
+    if action is not None and action not in levels.REPAIR_ACTIONS:
+        raise PatternError("{}: repair_action must be one of {}, got {!r}".format(
+            where, ", ".join(levels.REPAIR_ACTIONS), action))
+    if code is not None and catalogue.normalize(str(code)) is None:
+        raise PatternError("{}: code must be a fault code like 80E01801, got {!r}".format(where, code))
+    if kind is None and "code" not in regex.groupindex:
+        raise PatternError("{}: kind is required unless the match has a (?P<code>...) group".format(where))
+    return Pattern(fault_class=name, regex=regex, kind=kind, repair_action=action,
+                   code=None if code is None else catalogue.normalize(str(code)),
+                   summary=str(entry.get("summary") or name.replace("_", " ")),
+                   ascend_only=entry.get("ascend", True) is not False)
+
+
+def match_line(message: str, patterns: Sequence[Pattern]) -> Optional[LineFault]:
+    """The fault a log message reports; None for a line that is not about a fault."""
+    ascend = _ASCEND in message
+    for pattern in patterns:
+        if pattern.ascend_only and not ascend:
+            continue
+        found = pattern.regex.search(message)
+        if found is not None:
+            return _fault(pattern, found.groupdict(), message)
+    if ascend and _ERROR_LINE.search(message):
+        device = _ANY_DEVICE.search(message)
+        return LineFault(GENERIC_CLASS, "transient", "none", None, "the NPU driver logged an error",
+                         device=None if device is None else int(device.group(1)))
+    return None
+
+
+def _fault(pattern: Pattern, groups: Dict[str, Optional[str]], message: str) -> LineFault:
+    code = catalogue.normalize(groups["code"]) if groups.get("code") else pattern.code
+    known = catalogue.lookup(code) if code else None
+    level = known.level if known else None
+    kind = pattern.kind or _KIND_OF_LEVEL.get(level or "", "transient")
+    action = pattern.repair_action or (known.repair_action if known else None) or "none"
+    fault_class = pattern.fault_class
+    if groups.get("code") and known is not None and known.family:
+        fault_class = "{}_{}".format(known.family, pattern.fault_class)  # e.g. memory_fault_event
+    summary = pattern.summary
+    if groups.get("code") and known is not None:
+        summary = "{}: {}".format(summary, known.describe())
+    device = groups.get("device")
+    if device is None and "device" not in pattern.regex.groupindex:
+        any_device = _ANY_DEVICE.search(message)
+        device = any_device.group(1) if any_device else None
+    return LineFault(fault_class, kind, action, level, summary, device=None if device is None else int(device),
+                     bus=groups["bus"].lower() if groups.get("bus") else None, code=code)

@@ -1,0 +1,1 @@
+"""The DCMI backend: libdcmi.so through ctypes, in a worker process (see source.py)."""

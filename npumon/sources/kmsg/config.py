@@ -1,0 +1,43 @@
+"""The `faults:` section of the config file: the kernel log source.
+
+    faults:
+      kmsg: true                 # read /dev/kmsg (needs a drop-in under the shipped unit: see the README)
+      kmsg_path: /var/log/dmesg  # or read this file instead (dmesg, /var/log/messages, kmsg records)
+      pattern_files: [/etc/npumon/faults.yaml]   # your own patterns, read before the built-in ones
+"""
+
+from dataclasses import dataclass, field
+from typing import List, Optional, Tuple
+
+
+@dataclass(frozen=True)
+class FaultsConfig:
+    kmsg: bool = False  # read /dev/kmsg; off by default: the shipped unit cannot read it (ProtectKernelLogs)
+    kmsg_path: Optional[str] = None  # a file of kernel log lines instead of /dev/kmsg (turns the source on)
+    pattern_files: List[str] = field(default_factory=list)
+    interval_seconds: float = 10.0
+    max_records_per_poll: int = 20000  # more are read on the next poll, a second later
+    rate_limit_per_minute: int = 10  # lines kept per (device, fault class) a minute; more are counted as suppressed
+    max_faults: int = 256  # distinct (device, fault class) kept at once
+    hold_seconds: float = 3600.0  # a fault stays this long after its last line (sticky findings: until acked)
+
+    @property
+    def enabled(self) -> bool:
+        return self.kmsg or bool(self.kmsg_path)
+
+
+def faults_config_problems(section: FaultsConfig) -> List[Tuple[str, str]]:
+    problems = []
+    for key in ("interval_seconds", "hold_seconds"):
+        if getattr(section, key) <= 0:
+            problems.append(("faults." + key, "must be more than 0"))
+    for key in ("max_records_per_poll", "rate_limit_per_minute", "max_faults"):
+        if getattr(section, key) < 1:
+            problems.append(("faults." + key, "must be at least 1"))
+    if section.enabled:
+        from ...faults.patterns import PatternError, load_patterns
+        try:
+            load_patterns(section.pattern_files)
+        except PatternError as exc:
+            problems.append(("faults.pattern_files", str(exc)))
+    return problems

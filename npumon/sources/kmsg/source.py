@@ -1,0 +1,244 @@
+"""The kernel-log source: the Ascend driver's fault lines, as events and findings.
+
+It reads /dev/kmsg (`faults.kmsg: true`) or a file of kernel log lines (`faults.kmsg_path`), matches each
+new line against the fault patterns (npumon/faults/patterns.yaml and the users' files), and counts what it
+finds per (device, fault class) in a bounded book (book.py). Each fault is put on its chip -- the driver's
+device id is the chip's logical id (ChipSample.device_id; where npu-smi gave no ids, the chips' order) --
+or, when no chip in the table has that id (a card that dropped out), on the host. The rules
+(`driver-*-fault`, builtin.yaml) turn them into findings with the repair action.
+
+The daemon resumes where it stopped (state.py: boot id + sequence number, or file inode + offset); a new
+boot id means a reboot, which clears the device and transient faults and keeps the hardware ones.
+`npumon check` reads the whole log once and writes nothing. Line formats: hicann/driver dmc_log.h and the
+format strings named in patterns.yaml (the reference's faults/FAULTS.md §2).
+"""
+
+import dataclasses
+import logging
+import os
+import threading
+import time
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from ...faults.patterns import LineFault, Pattern, load_patterns, match_line
+from ...model import ChipSample, Snapshot
+from ...outputs.families import Families, MetricSpec
+from ..npusmi.identity import cache_path  # the state directory, a simulated host's own under --simulate
+from ..base import Parts, Section, SingleTierSource, SourceContext, SourceError, SourceSpec
+from .book import Entry, FaultBook
+from .config import FaultsConfig, faults_config_problems
+from .facts import EXTRA_KEY, STATS_KEY, chip_facts, host_facts
+from .reader import KmsgDevice, LogFile, ReadError
+from .state import BOOT_ID_PATH, load_state, read_boot_id, save_state
+
+log = logging.getLogger(__name__)
+
+NAME = "kmsg"
+KMSG_DEVICE = "dev/kmsg"
+ONE_PASS_MAX_RECORDS = 2000000  # `npumon check` reads the whole log, but not without end
+MORE_LEFT_RETRY_SECONDS = 1.0
+ChipKey = Tuple[int, int]
+
+
+class KmsgSource(SingleTierSource[Dict[str, int]]):
+    name = NAME
+
+    def __init__(self, config: FaultsConfig, root: str, state_dir: Optional[str], patterns: Sequence[Pattern],
+                 clock=time.time, max_age: float = 120.0, device: Optional[KmsgDevice] = None):
+        """`state_dir` None: one pass (`npumon check`), from the start of the log, nothing saved; `device`:
+        the /dev/kmsg reader (a test's stands in for the kernel)."""
+        super().__init__(config.interval_seconds, max_age, clock)
+        self.config = config
+        self.patterns = list(patterns)
+        self.state_dir = state_dir
+        self.boot_id = read_boot_id(os.path.join(root, BOOT_ID_PATH))
+        self.file = LogFile(config.kmsg_path) if config.kmsg_path else None
+        self.device = None if self.file else device or KmsgDevice(os.path.join(root, KMSG_DEVICE))
+        self.book = FaultBook(config.rate_limit_per_minute, config.max_faults, config.hold_seconds)
+        self.stats = {"records": 0, "matched": 0, "lost": 0, "suppressed": 0, "reboots": 0}
+        self._cursor: Dict[str, Any] = {}
+        self._chip_of_device: Dict[int, ChipKey] = {}  # kept after a chip drops out of the table
+        self._lock = threading.Lock()
+        self._restore()
+
+    # -- resuming -------------------------------------------------------------------------------------
+
+    def _restore(self) -> None:
+        if self.state_dir is None:
+            return
+        state = load_state(self.state_dir)
+        self.book.restore(state.get("faults"))
+        self._chip_of_device = {int(device): (int(key[0]), int(key[1]))
+                                for device, key in (state.get("chips") or {}).items()
+                                if str(device).isdigit() and isinstance(key, list) and len(key) == 2}
+        # A boot id that cannot be read (a container without /proc/sys/kernel) says nothing about reboots.
+        same_boot = state.get("boot_id") == self.boot_id or None in (state.get("boot_id"), self.boot_id)
+        if state and not same_boot:
+            cleared = self.book.after_reboot()
+            self.stats["reboots"] += 1
+            log.info("kmsg: the host rebooted since the last run; %d device/transient faults cleared", cleared)
+        cursor = state.get("cursor") if isinstance(state.get("cursor"), dict) else {}
+        if self.file is not None and cursor.get("path") == self.file.path:
+            self._cursor = cursor  # a file outlives a reboot
+        elif self.file is None and same_boot:
+            self._cursor = cursor
+
+    def _save(self) -> Optional[str]:
+        if self.state_dir is None:
+            return None
+        return save_state(self.state_dir, {
+            "boot_id": self.boot_id, "cursor": self._cursor, "faults": self.book.to_json(),
+            "chips": {str(device): list(key) for device, key in self._chip_of_device.items()}})
+
+    # -- polling --------------------------------------------------------------------------------------
+
+    def read(self, chips: Sequence[ChipSample]) -> Dict[str, int]:
+        self._learn_chips(chips)
+        passes = ONE_PASS_MAX_RECORDS // self.config.max_records_per_poll if self.state_dir is None else 1
+        more = False
+        for _ in range(max(1, passes)):
+            more = self._read_once()
+            if not more:
+                break
+        self._more_left = more
+        problem = self._save()
+        if problem:
+            log.warning("kmsg: cannot save where it stopped: %s", problem)
+        with self._lock:
+            return dict(self.stats)
+
+    def poll(self, tier: str, chips: Sequence[ChipSample]) -> Optional[float]:
+        self._more_left = False
+        super().poll(tier, chips)
+        return MORE_LEFT_RETRY_SECONDS if self._more_left else None
+
+    def _read_once(self) -> bool:
+        limit = self.config.max_records_per_poll
+        try:
+            if self.file is not None:
+                records, inode, offset, more = self.file.read(self._cursor.get("inode"),
+                                                              int(self._cursor.get("offset") or 0), limit)
+                cursor = {"path": self.file.path, "inode": inode, "offset": offset}
+                lost = 0
+            else:
+                records, lost, more = self.device.read(self._cursor.get("seq"), limit)
+                cursor = dict(self._cursor, seq=records[-1].seq) if records else self._cursor
+        except ReadError as exc:
+            raise SourceError(str(exc)) from None
+        now = self.clock()
+        with self._lock:
+            self._cursor = cursor
+            self.stats["records"] += len(records)
+            self.stats["lost"] += lost
+            for record in records:
+                fault = match_line(record.message, self.patterns)
+                if fault is None:
+                    continue
+                self.stats["matched"] += 1
+                self.book.add(_with_record_device(fault, record.fields), record.message, now)
+            self.stats["suppressed"] = self.book.suppressed_total
+        return more
+
+    def warning(self, value: Dict[str, int]) -> Optional[str]:
+        if value.get("lost"):
+            return "{} kernel log records were overwritten before they could be read".format(value["lost"])
+        return None
+
+    def _learn_chips(self, chips: Sequence[ChipSample]) -> None:
+        with self._lock:
+            for device, key in _chip_by_device(chips).items():
+                self._chip_of_device[device] = key
+
+    # -- the snapshot ---------------------------------------------------------------------------------
+
+    def contribute(self, parts: Parts, now: float) -> Parts:
+        with self._lock:
+            entries = self.book.active(now)
+            known = dict(self._chip_of_device)
+            stats = dict(self.stats)
+        known.update(_chip_by_device(parts.chips))
+        by_bus = {chip.bus_id.lower(): chip.key for chip in parts.chips if chip.bus_id}
+        present = {chip.key for chip in parts.chips}
+        per_chip: Dict[ChipKey, List[Dict[str, Any]]] = {}
+        on_host: List[Dict[str, Any]] = []
+        for entry in entries:
+            key = known.get(entry.device) if entry.device is not None else by_bus.get(entry.bus or "")
+            fault = _fault_dict(entry, key)
+            if key in present:
+                per_chip.setdefault(key, []).append(fault)
+            else:
+                on_host.append(fault)
+        chips = tuple(dataclasses.replace(chip, extra=dict(chip.extra, **{EXTRA_KEY: per_chip.get(chip.key, [])}))
+                      for chip in parts.chips)
+        host = dataclasses.replace(parts.host, extra=dict(parts.host.extra, **{EXTRA_KEY: on_host, STATS_KEY: stats}))
+        return dataclasses.replace(parts, chips=chips, host=host)
+
+    def close(self) -> None:
+        if self.device is not None:
+            self.device.close()
+
+
+def _with_record_device(fault: LineFault, fields: Dict[str, str]) -> LineFault:
+    """A kmsg record's DEVICE=+pci:<address> names the PCI device when the line itself does not."""
+    device = fields.get("DEVICE", "")
+    if fault.device is None and fault.bus is None and device.startswith("+pci:"):
+        return dataclasses.replace(fault, bus=device[len("+pci:"):].lower())
+    return fault
+
+
+def _chip_by_device(chips: Sequence[ChipSample]) -> Dict[int, ChipKey]:
+    """Logical id -> chip; where npu-smi gave no logical ids at all, the chips' order stands in for them."""
+    with_ids = {chip.device_id: chip.key for chip in chips if chip.device_id is not None}
+    if with_ids or not chips:
+        return with_ids
+    return {index: chip.key for index, chip in enumerate(sorted(chips, key=lambda chip: chip.key))}
+
+
+def _fault_dict(entry: Entry, key: Optional[ChipKey]) -> Dict[str, Any]:
+    fault = dataclasses.asdict(entry)
+    if key is not None:
+        fault["place"] = "npu{}/chip{} (device {}, not in npu-smi's table now)".format(key[0], key[1], entry.device)
+    elif entry.device is not None:
+        fault["place"] = "device {}".format(entry.device)
+    elif entry.bus is not None:
+        fault["place"] = "PCI {}".format(entry.bus)
+    else:
+        fault["place"] = "host"
+    return fault
+
+
+def build(context: SourceContext) -> Optional[KmsgSource]:
+    config = context.config.faults
+    if not config.enabled:
+        return None
+    state_dir = None if context.one_pass else os.path.dirname(cache_path(context))
+    return KmsgSource(config, context.target.root, state_dir, load_patterns(config.pattern_files),
+                      clock=context.clock, max_age=context.config.max_age_seconds)
+
+
+METRICS = (
+    MetricSpec("npumon_driver_fault_lines", ("npu", "chip", "class", "kind", "repair_action"),
+               "Kernel log lines of a driver fault on the chip (npu, chip empty: the host's), while it is held."),
+    MetricSpec("npumon_kmsg_records_read", (), "Kernel log records read since npumon started."),
+    MetricSpec("npumon_kmsg_records_lost", (), "Kernel log records overwritten before npumon could read them."),
+    MetricSpec("npumon_kmsg_lines_suppressed", (), "Driver fault lines counted but not kept (rate limit, full book)."),
+)
+
+
+def export(snapshot: Snapshot, out: Families) -> None:
+    for chip in snapshot.chips:
+        for fault in chip.extra.get(EXTRA_KEY) or ():
+            out.add("npumon_driver_fault_lines", fault["count"], (chip.npu, chip.chip, fault["fault_class"],
+                                                                   fault["kind"], fault["repair_action"]))
+    for fault in snapshot.host.extra.get(EXTRA_KEY) or ():
+        out.add("npumon_driver_fault_lines", fault["count"], ("", "", fault["fault_class"], fault["kind"],
+                                                               fault["repair_action"]))
+    stats = snapshot.host.extra.get(STATS_KEY) or {}
+    out.add("npumon_kmsg_records_read", stats.get("records"))
+    out.add("npumon_kmsg_records_lost", stats.get("lost"))
+    out.add("npumon_kmsg_lines_suppressed", stats.get("suppressed"))
+
+
+SPEC = SourceSpec(NAME, build, section=Section("faults", FaultsConfig,
+                                               lambda section, config: faults_config_problems(section)),
+                  chip_facts=chip_facts, host_facts=host_facts, metrics=METRICS, export=export)

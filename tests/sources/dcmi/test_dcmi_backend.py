@@ -1,0 +1,143 @@
+"""collect.backend: which backend reads what. With DCMI in use the npu-smi queries it covers are not asked; a
+query comes back where DCMI lacks it (every chip refused one of its calls) and while the DCMI source is down."""
+
+import os
+import tempfile
+
+import pytest
+
+from npumon.config.errors import ConfigError
+from npumon.config.load import parse_config
+from npumon.sim.dcmi import FakeDcmiBuildError, build_fake_library, set_dcmi_faults
+from npumon.sim.simulation import prepare_simulation
+from npumon.sources.collection import SourceSet
+from npumon.sources.dcmi import backend
+from npumon.sources.target import Target
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def library():
+    try:
+        return build_fake_library()
+    except FakeDcmiBuildError as exc:
+        pytest.skip(str(exc))
+
+
+def _sources(text, product="atlas-800i-a2"):
+    state_dir = tempfile.mkdtemp(prefix="npumon-backend-")
+    sim = prepare_simulation(state_dir, product=product, time_scale=0)
+    target = Target(sim.npu_smi_argv, sim.env, sim.root, simulated=True, sim_state_dir=state_dir, spawn=sim.spawn)
+    return SourceSet(parse_config(text + "poll: {host_seconds: 0}\n"), target, skip=("probe",)), state_dir
+
+
+def test_dcmi_stands_in_for_the_queries_it_reads_and_npu_smi_for_those_it_lacks(library):
+    sources, _ = _sources("collect: {backend: dcmi}\n")
+    try:
+        first = sources.collect_once(full=True)
+        assert first.sources["dcmi"].ok and first.sources["npu-smi"].backend == "dcmi"
+        assert not {"npu-smi:health", "npu-smi:ecc", "npu-smi:power", "npu-smi:usages"} & set(first.sources)
+        assert first.sources["npu-smi:board"].ok  # firmware and compatibility: no DCMI call
+        # 910B's library refuses the DDR bandwidth rate (-8255): -t usages comes back for it
+        second = sources.collect_once(full=True)
+        assert second.sources["npu-smi:usages"].ok
+        assert "npu-smi:health" not in second.sources
+        chip = second.chip(0, 0)
+        assert chip.aicube_ratio is not None and chip.vdie_id is not None
+    finally:
+        sources.close()
+
+
+def test_while_dcmi_is_down_npu_smi_asks_again(library):
+    sources, state_dir = _sources("collect: {backend: dcmi}\ndcmi: {timeout_seconds: 1}\n")
+    try:
+        sources.collect_once(full=False)
+        set_dcmi_faults(state_dir, segfault=["*"])
+        down = sources.collect_once(full=False)
+        assert not down.sources["dcmi"].ok and "SIGSEGV" in down.sources["dcmi"].error
+        after = sources.collect_once(full=False)
+        assert after.sources["npu-smi:health"].ok and after.chip(0, 0).health == "OK"
+    finally:
+        sources.close()
+
+
+def test_auto_on_a_simulated_host_keeps_npu_smi():
+    sources, _ = _sources("")
+    try:
+        snapshot = sources.collect_once(full=False)
+        assert "dcmi" not in snapshot.sources and snapshot.sources["npu-smi"].backend == "npu-smi"
+    finally:
+        sources.close()
+
+
+def test_auto_falls_back_to_npu_smi_and_says_why(tmp_path):
+    config = parse_config("dcmi: {library: %s}\n" % (tmp_path / "missing.so"))
+    target = Target(["npu-smi"], None, "/")
+    decision = backend.decide(config, target)
+    assert decision.backend == "npu-smi"
+    assert decision.reason == "auto: dcmi library {}: cannot be read: No such file or directory".format(
+        tmp_path / "missing.so")
+
+
+def test_auto_refuses_a_library_under_a_world_writable_directory(tmp_path, library):
+    """/tmp (1777) is above it: refused on a real host, as npu-exporter would, and npu-smi is used."""
+    if os.getuid() != 0:
+        pytest.skip("needs root to own the library")
+    os.chmod(str(tmp_path), 0o755)
+    directory = tmp_path / "lib"
+    directory.mkdir(mode=0o755)
+    copy = directory / "libdcmi.so"
+    copy.write_bytes(open(library, "rb").read())
+    os.chmod(str(copy), 0o755)
+    decision = backend.decide(parse_config("dcmi: {library: %s}\n" % copy), Target(["npu-smi"], None, "/"))
+    assert decision.backend == "npu-smi" and "(directory /tmp) (mode 1777)" in decision.reason
+
+
+def test_auto_takes_dcmi_where_the_library_loads_and_initialises(tmp_path, monkeypatch):
+    """The simulator's library in its default cache (~/.cache, root's and not writable by others): on a real
+    target the auto probe loads it in a worker, initialises it and hands that worker to the DCMI source."""
+    try:
+        path = build_fake_library()
+        from npumon.sources.dcmi.library import check_path
+        check_path(path)
+    except Exception as exc:  # noqa: BLE001 - no compiler, or a home directory others may write
+        pytest.skip(str(exc))
+    sim = prepare_simulation(str(tmp_path / "sim"), time_scale=0)
+    monkeypatch.setenv("NPUMON_SIM_STATE", sim.env["NPUMON_SIM_STATE"])
+    decision = backend.decide(parse_config("dcmi: {library: %s}\n" % path), Target(["npu-smi"], None, "/"))
+    try:
+        assert decision.backend == "dcmi"
+        assert decision.reason == "auto: {} initialised (v1 API)".format(path)
+        assert decision.worker is not None and decision.worker.running()
+    finally:
+        if decision.worker is not None:
+            decision.worker.close()
+
+
+@pytest.mark.parametrize("text, message", [
+    ("collect: {backend: nvml}\n", "collect.backend: must be one of auto, dcmi, npu-smi (got 'nvml')"),
+    ("dcmi: {library: lib/libdcmi.so}\n", "dcmi.library: must be an absolute path"),
+    ("dcmi: {timeout_seconds: 0}\n", "dcmi.timeout_seconds: must be greater than 0"),
+])
+def test_config_mistakes_are_one_line(text, message):
+    with pytest.raises(ConfigError) as caught:
+        parse_config(text)
+    assert message in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_check_json_names_the_backend_in_use(tmp_path, library):
+    import json
+    import subprocess
+    import sys
+
+    config = tmp_path / "npumon.yaml"
+    config.write_text("collect: {backend: dcmi}\nstate_dir: %s\n" % (tmp_path / "state"))
+    runs = {}
+    for name, args in (("dcmi", ["--config", str(config)]), ("npu-smi", [])):
+        proc = subprocess.run([sys.executable, "-m", "npumon.cli.main", "check", "--simulate", "--json"] + args,
+                              capture_output=True, text=True, timeout=120)
+        runs[name] = json.loads(proc.stdout)["sources"]
+    assert runs["dcmi"]["npu-smi"]["backend"] == "dcmi" and runs["dcmi"]["dcmi"]["ok"]
+    assert runs["dcmi"]["dcmi"]["backend"] == "dcmi"
+    assert runs["npu-smi"]["npu-smi"]["backend"] == "npu-smi" and "dcmi" not in runs["npu-smi"]

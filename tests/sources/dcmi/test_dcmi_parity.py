@@ -1,0 +1,92 @@
+"""Parity: for every simulated product and a few scenarios, one full pass through DCMI (the simulated
+libdcmi.so) yields the same chips as one through simulated npu-smi on every field both backends fill, and the
+built-in rules find the same things. The fields only one backend fills are listed here, and in the README's
+"DCMI backend" table; a field that moves from one list to another must be seen here first."""
+
+import tempfile
+
+import pytest
+
+from npumon.cli.check import load_rule_engine
+from npumon.config.load import parse_config
+from npumon.model import chip_json
+from npumon.sim.dcmi import FakeDcmiBuildError, build_fake_library
+from npumon.sim.simulation import list_products, prepare_simulation
+from npumon.sources.collection import SourceSet
+from npumon.sources.target import Target
+
+pytestmark = pytest.mark.integration
+
+SCENARIOS = ("healthy", "health-alarm", "health-critical", "ecc-rising", "overheat", "hbm-leak", "board-incompatible")
+# Time-dependent or not the backends' business (the probe, host facts).
+IGNORED = frozenset(("probe", "pcie", "numa_node", "processes"))
+# What npu-smi prints and DCMI has no call for on these products (or one the simulated library refuses, -8255,
+# as the real one does): these come from npu-smi only.
+NPU_SMI_ONLY = frozenset(("firmware_version", "driver_version", "ddr_bandwidth_ratio"))
+# What DCMI reads that npu-smi's outputs do not print (ids from DCMI's own calls; the 310 family's ECC pages).
+DCMI_ONLY = frozenset(("aicore_count", "npu_name", "hbm_freq_mhz", "aicore_rated_freq_mhz", "board_id", "slot_id",
+                       "pcie_vendor_id", "pcie_device_id", "pcie_subvendor_id", "pcie_subdevice_id",
+                       "ecc_counters", "ecc_isolated_pages", "card_power_watts", "ecc"))
+
+
+@pytest.fixture(scope="module")
+def library():
+    try:
+        return build_fake_library()
+    except FakeDcmiBuildError as exc:
+        pytest.skip(str(exc))
+
+
+def _snapshot(product: str, scenario: str, backend: str, library: str):
+    state_dir = tempfile.mkdtemp(prefix="npumon-parity-")
+    sim = prepare_simulation(state_dir, scenario=scenario, product=product, time_scale=0)
+    config = parse_config("collect: {{backend: {}}}\ndcmi: {{library: {}}}\npoll: {{common_seconds: 60, "
+                          "memory_seconds: 60, volt_seconds: 60, host_seconds: 0}}\n".format(backend, library))
+    target = Target(sim.npu_smi_argv, sim.env, sim.root, simulated=True, sim_state_dir=state_dir, spawn=sim.spawn)
+    sources = SourceSet(config, target, skip=("probe",))
+    try:
+        return sources.collect_once(full=True), config
+    finally:
+        sources.close()
+
+
+def _differences(left, right):
+    diffs, only_left, only_right = {}, set(), set()
+    for key in set(left) | set(right):
+        if key in IGNORED:
+            continue
+        a, b = left.get(key), right.get(key)
+        if a in (None, []) and b in (None, []):
+            continue
+        if a in (None, []):
+            only_right.add(key)
+        elif b in (None, []):
+            only_left.add(key)
+        elif isinstance(a, dict) and isinstance(b, dict):
+            inner, _, _ = _differences(a, b)  # per memory and counter: where both print one
+            if inner:
+                diffs[key] = inner
+        elif a != b:
+            diffs[key] = (a, b)
+    return diffs, only_left, only_right
+
+
+@pytest.mark.parametrize("product", list_products())
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_dcmi_and_npu_smi_agree(product, scenario, library):
+    through_npu_smi, config = _snapshot(product, scenario, "npu-smi", library)
+    through_dcmi, _ = _snapshot(product, scenario, "dcmi", library)
+    assert through_dcmi.sources["dcmi"].ok, through_dcmi.sources["dcmi"].error
+    assert through_dcmi.sources["npu-smi"].backend == "dcmi"
+    assert through_npu_smi.sources["npu-smi"].backend == "npu-smi" and "dcmi" not in through_npu_smi.sources
+    assert [chip.key for chip in through_dcmi.chips] == [chip.key for chip in through_npu_smi.chips]
+    for smi, dcmi in zip(through_npu_smi.chips, through_dcmi.chips):
+        diffs, only_smi, only_dcmi = _differences(chip_json(smi), chip_json(dcmi))
+        assert diffs == {}, smi.key
+        assert only_smi <= NPU_SMI_ONLY, smi.key
+        # the identity fields come from npu-smi's identity tier too, which one pass reads only in part
+        assert only_dcmi <= DCMI_ONLY | {"vdie_id", "model_name", "phy_id", "device_id", "serial_number"}, smi.key
+    engine, _ = load_rule_engine(config, one_shot=True)
+    findings = lambda snapshot: sorted((f.rule, f.subject, f.severity) for f in engine.evaluate(  # noqa: E731
+        snapshot, now=snapshot.time))
+    assert findings(through_dcmi) == findings(through_npu_smi)

@@ -1,0 +1,110 @@
+"""Every driver log line of the fixtures maps to the expected chip, fault class and finding (with its
+repair action and level), through the kmsg source, its facts and the built-in rules."""
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from npumon.faults.patterns import load_patterns
+from npumon.model import ChipSample, HostSample, SourceStatus
+from npumon.rules.engine import RuleEngine
+from npumon.rules.loader import load_rules
+from npumon.sources.base import Parts
+from npumon.sources.kmsg.config import FaultsConfig
+from npumon.sources.kmsg.records import split_file_records
+from npumon.sources.kmsg.source import KmsgSource
+from paths import FIXTURES
+
+REAL = Path(FIXTURES) / "kmsg_ascend-driver-lines_real.txt"
+FORMATS = Path(FIXTURES) / "kmsg_ascend-driver-records_from-format-strings.txt"
+BUS_IDS = ["0000:C1:00.0", "0000:C2:00.0", "0000:81:00.0", "0000:82:00.0", "0000:01:00.0", "0000:02:00.0",
+           "0000:41:00.0", "0000:42:00.0"]
+CHIPS = [ChipSample(npu=n, chip=0, device_id=n, bus_id=bus, health="OK") for n, bus in enumerate(BUS_IDS)]
+
+
+def records_of(path):
+    """The fixture's records (kmsg records keep their continuation lines), each as the text of a file."""
+    body = path.read_text().split("# ---\n", 1)[1]
+    texts, current = [], []
+    for line in body.splitlines():
+        if line.startswith(" ") and current:
+            current.append(line)
+        else:
+            if current:
+                texts.append("\n".join(current))
+            current = [line]
+    return texts + ["\n".join(current)]
+
+
+def findings_for(tmp_path, text, chips=CHIPS, now=1000.0):
+    log = tmp_path / "kern.log"
+    log.write_text(text + "\n")
+    source = KmsgSource(FaultsConfig(kmsg_path=str(log)), str(tmp_path), None, load_patterns(), clock=lambda: now)
+    source.poll("kmsg", chips)
+    parts = source.contribute(Parts(time=now, host=HostSample(hostname="h"), chips=tuple(chips)), now)
+    snapshot = parts.snapshot({"kmsg": source.statuses(now)["kmsg"], "npu-smi": SourceStatus(ok=True)})
+    rules, params = load_rules()
+    return RuleEngine(rules, params, one_shot=True).evaluate(snapshot), snapshot
+
+
+# (line number in the fixture's body, subject, fault class, rule, repair_action, level)
+REAL_EXPECTED = [
+    (1, "npu1/chip0", "heartbeat_lost", "driver-device-fault", "reset_npu", "RestartNPU"),
+    (2, None, None, None, None, None),  # a ring-buffer INFO line: no fault
+    (3, "npu0/chip0", "driver_error", "driver-transient-fault", "none", None),
+    (4, "host", "driver_error", "driver-host-transient-fault", "none", None),
+    (5, "host", "software_fault_event", "driver-host-device-fault", "reset_npu", "FreeRestartNPU"),
+]
+FORMAT_EXPECTED = [
+    (1, "npu2/chip0", "heartbeat_lost", "driver-device-fault", "reset_npu", "RestartNPU"),
+    (2, "npu3/chip0", "pcie_aer_fatal", "driver-hardware-fault", "inspect_hardware", None),
+    (3, "npu0/chip0", "pcie_aer", "driver-transient-fault", "none", None),
+    (4, "npu1/chip0", "pcie_link", "driver-device-fault", "inspect_hardware", None),
+    (5, "npu4/chip0", "device_boot_failed", "driver-device-fault", "reboot_host", None),
+    (6, "npu0/chip0", "dma_fault", "driver-transient-fault", "restart_workload", None),
+    (7, "npu1/chip0", "device_reset", "driver-transient-fault", "none", None),
+    (8, "host", "device_not_ready", "driver-host-device-fault", "reboot_host", None),  # device 9: no such chip
+    (9, "npu0/chip0", "pcie_bus_error_uncorrected", "driver-hardware-fault", "inspect_hardware", None),  # DEVICE=
+]
+
+
+@pytest.mark.parametrize("path, expected", [(REAL, row) for row in REAL_EXPECTED]
+                         + [(FORMATS, row) for row in FORMAT_EXPECTED],
+                         ids=["real-{}".format(r[0]) for r in REAL_EXPECTED]
+                         + ["format-{}".format(r[0]) for r in FORMAT_EXPECTED])
+def test_each_fixture_line_maps_to_its_chip_class_and_finding(tmp_path, path, expected):
+    number, subject, fault_class, rule, action, level = expected
+    findings, snapshot = findings_for(tmp_path, records_of(path)[number - 1])
+    if subject is None:
+        assert findings == []
+        assert all(not chip.extra["driver_faults"] for chip in snapshot.chips)
+        return
+    finding, = findings
+    assert (finding.subject, finding.rule, finding.repair_action, finding.level) == (subject, rule, action, level)
+    holder = snapshot.host if subject == "host" else snapshot.chip(*[int(x) for x in subject[3:].split("/chip")])
+    assert [fault["fault_class"] for fault in holder.extra["driver_faults"]] == [fault_class]
+    assert fault_class in finding.summary
+
+
+def test_the_fixtures_hold_the_lines_the_tests_expect():
+    assert len(records_of(REAL)) == len(REAL_EXPECTED)
+    assert len(records_of(FORMATS)) == len(FORMAT_EXPECTED)
+    assert [r.seq for r in split_file_records(FORMATS.read_text())] == list(range(2001, 2010))
+
+
+def test_without_logical_ids_the_chips_order_stands_in_for_the_device_id(tmp_path):
+    chips = [dataclasses.replace(chip, device_id=None) for chip in CHIPS]
+    findings, _ = findings_for(tmp_path, records_of(REAL)[0], chips=chips)
+    assert [(f.subject, f.rule) for f in findings] == [("npu1/chip0", "driver-device-fault")]
+
+
+def test_a_card_that_dropped_out_of_the_table_has_its_fault_on_the_host_naming_the_chip(tmp_path):
+    log = tmp_path / "kern.log"
+    log.write_text(records_of(REAL)[0] + "\n")
+    source = KmsgSource(FaultsConfig(kmsg_path=str(log)), str(tmp_path), None, load_patterns(), clock=lambda: 5.0)
+    source.poll("kmsg", CHIPS)  # device 1 is npu1/chip0 in this poll's table
+    without = tuple(chip for chip in CHIPS if chip.npu != 1)
+    parts = source.contribute(Parts(time=5.0, host=HostSample(), chips=without), 5.0)
+    fault, = parts.host.extra["driver_faults"]
+    assert fault["place"].startswith("npu1/chip0 (device 1, not in npu-smi's table now)")
