@@ -145,6 +145,9 @@ def first_port(**values):
             chip.extra["network"] = healthy_network()
         snapshot.chips[0].extra["network"] = healthy_network(**{
             name: value(elapsed) if callable(value) else value for name, value in values.items()})
+    return mutate
+
+
 def driver_fault(kind, on_host=False):
     """A fault of the kmsg source's book on chip 0 (or the host), and none elsewhere."""
     fault = {"fault_class": "heartbeat_lost", "kind": kind, "repair_action": "reset_npu", "level": "RestartNPU",
