@@ -541,6 +541,25 @@ def node_panels() -> List[Any]:
                    [Query('npumon_host_numa_cpu_ratio{%s}' % NODE, "node {{node}}"),
                     Query('npumon_host_cpu_ratio{%s}' % NODE, "whole host")],
                    unit="percentunit", legend_table=False, defaults={"max": 1}),
+        Row("NPU network"),
+        timeseries("RoCE link", "1 if the NPU's RoCE port (hccn_tool -link) is UP, 0 if DOWN: HCCL jobs over a "
+                   "down port time out. 910-family hosts only.",
+                   [Query('npumon_chip_network_link_up{%s}' % CHIPS, CHIP_LEGEND)],
+                   [Query('npu_chip_info_link_status{%s}' % COMPAT_CHIPS, COMPAT_LEGEND)],
+                   legend_table=False, feature="network", defaults={"min": 0, "max": 1, "decimals": 0}),
+        timeseries("RoCE errors and pause frames", "Per second: RoCE error packets and PFC/MAC pause frames on "
+                   "each port (hccn_tool -stat); a rise means loss or congestion on the HCCL network.",
+                   [Query('sum by (npu, chip) (rate(npumon_chip_network_stat{%s,counter=~"roce_(rx|tx)_err_pkt_num"}'
+                          '[$__rate_interval]))' % CHIPS, CHIP_LEGEND + " RoCE errors"),
+                    Query('sum by (npu, chip) (rate(npumon_chip_network_stat{%s,counter=~"mac_(rx|tx)_(mac_pause|pfc_pkt)'
+                          '_num"}[$__rate_interval]))' % CHIPS, CHIP_LEGEND + " pause frames")],
+                   [Query('rate(npu_chip_roce_rx_err_pkt_num{%s}[$__rate_interval]) + '
+                          'rate(npu_chip_roce_tx_err_pkt_num{%s}[$__rate_interval])' % (COMPAT_CHIPS, COMPAT_CHIPS),
+                          COMPAT_LEGEND + " RoCE errors"),
+                    Query('rate(npu_chip_mac_rx_pfc_pkt_num{%s}[$__rate_interval]) + '
+                          'rate(npu_chip_mac_tx_pfc_pkt_num{%s}[$__rate_interval])' % (COMPAT_CHIPS, COMPAT_CHIPS),
+                          COMPAT_LEGEND + " pause frames")],
+                   unit="pps", feature="network"),
         Row("Probe"),
         timeseries("Probe results", "1 if the last probe computed correctly on the chip, 0 if it failed.",
                    [Query('npumon_probe_success{%s}' % CHIPS, CHIP_LEGEND)],

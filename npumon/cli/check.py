@@ -33,8 +33,8 @@ def add_check_command(commands: "argparse._SubParsersAction") -> None:
     check.add_argument("--textfile", metavar="DIR",
                        help="also write the metrics to DIR/npumon.prom for node_exporter's textfile collector")
     check.add_argument("--full", action="store_true",
-                       help="every query tier and the liveness probe, not only the quick ones "
-                            "(give it a longer --timeout)")
+                       help="every query tier, the NPU network (hccn_tool) and the liveness probe, not only the "
+                            "quick ones (give it a longer --timeout)")
     check.add_argument("--probe", action="store_true", help="also probe every chip once with the ACL runtime")
     check.add_argument("--no-probe", action="store_true", help="no liveness probe, even with --full")
     check.add_argument("--timeout", metavar="SECONDS", type=_seconds, default=DEFAULT_TIMEOUT_SECONDS,

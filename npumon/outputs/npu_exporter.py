@@ -8,7 +8,8 @@ family, so neither does this. A value npu-smi did not print gives no sample, as 
 
 Differences that cannot be helped: no explicit timestamps (npumon serves every sample untimestamped), the
 container labels stay empty (no container attribution yet), and values npu-smi cannot give are left out
-(PCIe bandwidth, network, container and vNPU families; the README's mapping table lists them).
+(PCIe bandwidth, container and vNPU families; the README's mapping table lists them). The network, RoCE
+and optical families come from hccn_tool (npu_exporter_network.py).
 """
 
 import os
@@ -18,6 +19,7 @@ from typing import Dict, List, Optional, Sequence
 from .. import __version__
 from ..model import MIB, ChipSample, Snapshot
 from .families import Families, MetricSpec
+from .npu_exporter_network import network_metrics, render_network
 
 # npu-exporter's label sets (COMPAT.md section 2): L1, LN (model_name renamed name), L2 (processes).
 CHIP_LABELS = ("id", "model_name", "vdie_id", "pcie_bus_info", "namespace", "pod_name", "container_name")
@@ -82,7 +84,7 @@ BASE_METRICS = (
     _chip("npu_chip_info_hbm_ecc_total_double_bit_error_cnt", "HBM Double Bit Aggregate Total Err Cnt"),
     _chip("npu_chip_info_hbm_ecc_single_bit_isolated_pages_cnt", "HBM Single Bit Isolated Pages Count"),
     _chip("npu_chip_info_hbm_ecc_double_bit_isolated_pages_cnt", "HBM Double Bit Isolated Pages Count"),
-)
+) + network_metrics(CHIP_LABELS)  # the network, RoCE and optical groups (npu_exporter_network.py)
 
 NODE_LABEL = "node"
 
@@ -218,6 +220,7 @@ def _add_chip(out: Families, chip: ChipSample, position: int, extra: tuple) -> N
         out.add("npu_chip_info_process_info", _mib(process.memory_bytes), labels + (process.pid, "") + extra)
     _add_utilization(out, chip, family, series_labels)
     _add_memory(out, chip, family, series_labels)
+    render_network(out, chip.extra.get("network"), series_labels)
 
 
 def _add_utilization(out: Families, chip: ChipSample, family: Optional[str], labels: tuple) -> None:

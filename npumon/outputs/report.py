@@ -156,7 +156,7 @@ def render_table(snapshot: Snapshot, findings: Sequence[Finding]) -> str:
     lines.append(title + ", {} chip{}".format(len(snapshot.chips), "" if len(snapshot.chips) == 1 else "s"))
     if snapshot.chips:
         rows = [("NPU", "CHIP", "NAME", "HEALTH", "TEMP", "POWER", "AICORE", "HBM BW", "MEMORY USED", "BUS-ID",
-                 "PROBE")]
+                 "NET", "PROBE")]
         for chip in snapshot.chips:
             used, total = (chip.hbm_used_bytes, chip.hbm_total_bytes) if chip.hbm_total_bytes else (
                 chip.memory_used_bytes, chip.memory_total_bytes)
@@ -166,6 +166,7 @@ def render_table(snapshot: Snapshot, findings: Sequence[Finding]) -> str:
                 _fmt(chip.aicore_ratio, "{:.0%}"), _fmt(chip.hbm_bandwidth_ratio, "{:.0%}"),
                 "-" if used is None or not total else "{:.1f}/{:.1f} GiB".format(used / 2**30, total / 2**30),
                 chip.bus_id or "-",
+                _net_cell(chip.extra.get("network")),
                 _probe_cell(chip.probe),
             ))
         lines.extend(_columns(rows))
@@ -192,6 +193,18 @@ def render_table(snapshot: Snapshot, findings: Sequence[Finding]) -> str:
 
 def _fmt(value: Optional[float], pattern: str) -> str:
     return "-" if value is None else pattern.format(value)
+
+
+def _net_cell(network: Optional[Dict[str, Any]]) -> str:
+    """The RoCE port (sources/hccn): `UP`, `DOWN`, `UP Unreachable` (net health when it is not Success/Init),
+    `-` on chips without a port or while hccn_tool has not answered (a quick check does not ask it)."""
+    if not network or network.get("link_status") is None:
+        return "-"
+    cells = [network["link_status"]]
+    health = network.get("net_health")
+    if health is not None and health not in ("Success", "Init"):
+        cells.append(health)
+    return " ".join(cells)
 
 
 def _probe_cell(probe: Optional[ProbeSample]) -> str:

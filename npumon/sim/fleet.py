@@ -71,9 +71,15 @@ def host_address(index: int, base_port: int) -> str:
     return "127.0.0.{}:{}".format(index + 2, base_port + index + 1)
 
 
+# The NPU network tiers (hccn_tool) on the same footing: the link and the counters soon, the costly ones rarely.
+FAST_NETWORK = {"link_seconds": 15, "stat_seconds": 15, "bandwidth_seconds": 300, "optical_seconds": 300,
+                "config_seconds": 300}
+
+
 def host_config(host: SimHost, state_dir: str, poll: Dict[str, float]) -> Dict[str, Any]:
     """The npumon config of one simulated host: fast polls, npu-exporter names on, the host's extras."""
-    config = {"state_dir": state_dir, "poll": dict(poll), "exporter": {"npu_exporter_compat": True}}
+    config = {"state_dir": state_dir, "poll": dict(poll), "exporter": {"npu_exporter_compat": True},
+              "network": dict(FAST_NETWORK)}
     return _merged(config, host.config)
 
 

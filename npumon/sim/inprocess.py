@@ -1,4 +1,4 @@
-"""The simulated npu-smi answering inside the calling process: a CommandRunner `spawn` for tests.
+"""The simulated npu-smi (and hccn_tool) answering inside the calling process: a CommandRunner `spawn` for tests.
 
 Forking `python -m npumon.sim.npusmi` costs a Python start per npu-smi call (a `check` makes about 20).
 `run_in_process` answers the same calls with the same code (npusmi.begin_call / Call.answer) and returns
@@ -17,6 +17,7 @@ import time
 from typing import Callable, Dict, List, Optional
 
 from ..sources.runner import CommandResult
+from . import hccn
 from .npusmi import EXIT_SIMULATOR_MISUSE, begin_call, misuse_message
 from .state import STATE_ENV, SimStateError
 
@@ -33,7 +34,14 @@ class InProcessNpuSmi:
         self.sleep = sleep
         self.rng = rng or random.Random()
 
+    @staticmethod
+    def handles(argv: List[str]) -> bool:
+        """Whether this argv is one of the simulators' (any other program, e.g. a configured tool, runs for real)."""
+        return MODULE in argv[:3] or hccn.MODULE in argv[:3]
+
     def __call__(self, argv: List[str], env: Optional[Dict[str, str]], timeout_seconds: float) -> CommandResult:
+        if hccn.MODULE in argv[:3]:
+            return self._hccn(argv, env, timeout_seconds)
         args = _simulator_args(argv)
         started = self.clock()
         try:
@@ -49,6 +57,24 @@ class InProcessNpuSmi:
             self.sleep(wait)
         text, status = call.answer()
         return CommandResult(list(argv), status, text, "", self.clock() - started)
+
+
+    def _hccn(self, argv: List[str], env: Optional[Dict[str, str]], timeout_seconds: float) -> CommandResult:
+        """The simulated hccn_tool (sim/hccn.py), answered alike: a blocking chip waits out the deadline."""
+        started = self.clock()
+        try:
+            call = hccn.begin_call(argv[argv.index(hccn.MODULE) + 1:], (env or {}).get(STATE_ENV), started, self.rng)
+        except (SimStateError, OSError, ValueError) as exc:
+            return CommandResult(list(argv), EXIT_SIMULATOR_MISUSE, "", "hccn-tool-sim: {}\n".format(exc),
+                                 self.clock() - started)
+        wait = call.wait_seconds
+        if wait >= timeout_seconds:
+            self.sleep(max(0.0, timeout_seconds))
+            return CommandResult(list(argv), None, "", "", self.clock() - started, timed_out=True)
+        if wait:
+            self.sleep(wait)
+        out, err, status = call.answer()
+        return CommandResult(list(argv), status, out, err, self.clock() - started)
 
 
 def _simulator_args(argv: List[str]) -> List[str]:

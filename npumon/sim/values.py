@@ -60,12 +60,29 @@ CHIP_FIELDS: Dict[str, Tuple[str, Any]] = {
     # {fail: rt.memcpy, error_code: 507053}, {hang: <call>}, {corrupt: rt.memcpy}, {device_status: abnormal},
     # {slow: <call>, delay_seconds: <value over time>}
     "probe": (PROBE, {}),
+    # the chip's RoCE port as the simulated hccn_tool (sim/hccn.py) reports it; 310-family products have none
+    "network_link": (TEXT, "UP"),
+    "network_link_flaps_per_hour": (NUMBER, 0),  # link down/up pairs in the link history, at this rate
+    "network_health": (TEXT, "Success"),
+    "network_speed_mbps": (NUMBER, 200000),
+    "network_optical": (TEXT, "ok"),  # ok | degraded (RX power below the module's threshold) | absent | unsupported
+    "network_roce_errors_per_minute": (NUMBER, 0),
+    "network_pause_frames_per_second": (NUMBER, 0),  # PFC pause frames received (priority 3) and sent
+    "network_ip": (TEXT, "set"),  # set | none
+    "network_gateway": (TEXT, "set"),
+    "network_hccn": (TEXT, "answers"),  # answers | blocks (a chip that is not ready: hccn_tool waits 300 s)
 }
 _FOLLOWS = {"hbm_temperature_celsius": "temperature_celsius", "npu_utilization_percent": "aicore_percent"}
 HEALTH_STATES = ("OK", "Warning", "Alarm", "Critical", "UNKNOWN")
 # npu-smi's `Compatibility` values (the npu-smi source, FORMATS.md 4.6); real captures show only OK
 COMPATIBILITY_STATES = ("OK", "NOK", "UNKNOWN", "NOT SUPPORT")
-TEXT_CHOICES = {"health": HEALTH_STATES, "compatibility": COMPATIBILITY_STATES}  # the allowed value of each TEXT
+# hccn_tool's net health states (tool_ops.c:36-47) and the older drivers' "Socket failed"
+NET_HEALTH_STATES = ("Success", "Socket fail", "Receive timeout", "Unreachable", "Time exceeded", "Fault", "Init",
+                     "Thread error", "Detect ip set", "Unknown", "Socket failed")
+TEXT_CHOICES = {"health": HEALTH_STATES, "compatibility": COMPATIBILITY_STATES,  # the allowed value of each TEXT
+                "network_link": ("UP", "DOWN"), "network_health": NET_HEALTH_STATES,
+                "network_optical": ("ok", "degraded", "absent", "unsupported"), "network_ip": ("set", "none"),
+                "network_gateway": ("set", "none"), "network_hccn": ("answers", "blocks")}
 
 # Host values: name -> (kind, default). Only cpu_busy_ratio may change over time (it drives the fake
 # /proc/stat counters on every call); the rest describe the host as written at prepare time.
@@ -200,6 +217,13 @@ def chip_values_at(chips_spec: Dict[str, Any], device_id: int, t: float, memory_
         **{name: _percent(numbers[name]) for name in numbers if name.endswith("_percent")},
         **{name: _counter(numbers[name]) for name in numbers if name.startswith("ecc_")},
     )
+
+
+def network_values_at(chips_spec: Dict[str, Any], device_id: int, t: float) -> Dict[str, Any]:
+    """The chip's `network_*` values at scenario time t, by name without the prefix (sim/hccn.py)."""
+    expressions = _chip_expressions(chips_spec, device_id)
+    return {name[len("network_"):]: evaluate(expressions[name], t, 0.7 * device_id)
+            for name in CHIP_FIELDS if name.startswith("network_")}
 
 
 def probe_plan_at(chips_spec: Dict[str, Any], device_id: int, t: float) -> Dict[str, Any]:

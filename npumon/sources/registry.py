@@ -7,6 +7,7 @@ source then sets the host part (and each chip's PCIe link), and the sources afte
 
 from .ambient import SPEC as AMBIENT
 from .dcmi.source import SPEC as DCMI
+from .hccn.source import SPEC as HCCN
 from .host.source import SPEC as HOST
 from .kmsg.source import SPEC as KMSG
 from .npusmi.source import SPEC as NPU_SMI
@@ -21,4 +22,5 @@ SOURCES = (
     AMBIENT,  # the inlet/board temperature for the fan governor
     PROBE,  # the liveness probe on the NPU
     KMSG,  # the Ascend driver's fault lines in the kernel log
+    HCCN,  # the NPUs' RoCE ports through hccn_tool (per chip, by the physical id the chips above carry)
 )

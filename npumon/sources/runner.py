@@ -113,11 +113,14 @@ class CommandRunner:
         self._closed = False
 
     def run(self, args: Sequence[str], timeout_seconds: Optional[float] = None,
-            priority: bool = False, not_after: Optional[float] = None, label: str = "") -> CommandResult:
+            priority: bool = False, not_after: Optional[float] = None, label: str = "",
+            program: Optional[Sequence[str]] = None) -> CommandResult:
         """Run one call. Its deadline (timeout_seconds, default the runner's) covers the call, not the wait for a
         free slot: waiting is no failure. `not_after` (time.monotonic()) is the caller's budget: the call waits
-        for a slot until then and is cut off then. `label` names the caller in the call statistics."""
-        argv = self.prefix + list(args)
+        for a slot until then and is cut off then. `label` names the caller in the call statistics.
+        `program` runs another driver tool (hccn_tool) in place of the prefix, under the same slots, deadline
+        and output cap: the driver serialises its tools' calls, so they share one bound."""
+        argv = (self.prefix if program is None else list(program)) + list(args)
         result = self._run(argv, timeout_seconds, priority, not_after, label)
         if log.isEnabledFor(logging.DEBUG):
             shown = shlex.join(argv) if self.log_arguments else "{} (arguments not logged)".format(
@@ -164,7 +167,8 @@ class CommandRunner:
     def _run_in_slot(self, argv: List[str], started: float, deadline: float) -> CommandResult:
         # Built per call: a reload may have named more secret variables since this runner was made.
         env = child_environment(self._extra_env)
-        if self._spawn is not None:
+        # A spawn may answer only some programs (the in-process simulator: its own); the others run for real.
+        if self._spawn is not None and getattr(self._spawn, "handles", lambda argv: True)(argv):
             return self._spawn(argv, env, deadline)
         marker = call_marker()
         try:

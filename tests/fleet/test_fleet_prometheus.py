@@ -46,7 +46,7 @@ POLL = {"table_seconds": 2, "host_seconds": 2, "usages_seconds": 3, "power_secon
 JOB = "npumon"
 
 # Panels that need a feature the fleet turns on for one host only.
-FEATURE_HOSTS = {"probe": "sim-200i-control", "control": "sim-200i-control"}
+FEATURE_HOSTS = {"probe": "sim-200i-control", "control": "sim-200i-control", "network": "sim-a2-healthy"}
 
 pytestmark = [pytest.mark.integration,
               pytest.mark.skipif(PROMETHEUS is None, reason="prometheus not on PATH (Debian: apt-get install prometheus)")]

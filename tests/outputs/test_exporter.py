@@ -75,6 +75,23 @@ def rich_snapshot():
                           stage_seconds={"init": 0.3, "memcpy": 0.2}, failed_stage="memcpy", error_code=507053),
         extra={"driver_faults": [dict(DRIVER_FAULT, device=0)]},
     )
+    # its RoCE port, as the hccn source (sources/hccn) leaves it, with every value known
+    chip_a.extra["network"] = {
+        "phy_id": 0, "link_status": "UP", "link_up_count": 2, "link_down_count": 1, "link_changes_in_window": 0,
+        "link_changes": [{"time": "2025-10-05T10:13:51+00:00", "state": "UP"},
+                         {"time": "2025-10-05T10:13:50+00:00", "state": "DOWN"}],
+        "net_health": "Socket failed", "speed_mbps": 200000,
+        "bandwidth_tx_bytes_per_second": 1200000000, "bandwidth_rx_bytes_per_second": 266840000,
+        "counters": {"roce_rx_err_pkt_num": 3, "nic_rx_all_oct_num": 482237805},
+        "optical_present": True, "optical_temperature_celsius": 47.0, "optical_vcc_volts": 3.2629,
+        "rx_power_mw": [1.0189, 0.0054, 0.9907, 1.0213], "tx_power_mw": [4.4035, 1.3968, 1.414, 1.4988],
+        "tx_bias_ma": [7.936, 7.928, 7.936, 7.924],
+        "optical_flags": {"tx_los": 0, "rx_los": 255, "tx_lol": 0, "rx_lol": 255},
+        "optical_thresholds": {"tx_power_low_mw": 0.2818, "tx_power_high_mw": 3.5481, "rx_power_low_mw": 0.1445,
+                               "rx_power_high_mw": 3.5481, "temp_low_celsius": 0.0, "temp_high_celsius": 70.0},
+        "ip_addresses": [{"address": "192.161.200.10", "netmask": "255.255.255.0"}], "gateway": None,
+        "gateway_configured": False,
+    }
     chip_b = ChipSample(
         npu=1, chip=0, name="310P3", health="Alarm", bus_id="0000:01:00.0", device_id=5,
         temperature_celsius=55.0, aicore_ratio=0.5, vectorcore_ratio=0.25, aicpu_ratio=0.01,

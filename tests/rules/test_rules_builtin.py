@@ -122,6 +122,32 @@ def starved_chip(snapshot, elapsed):
     snapshot.host.serving_queue_depth = 12.0
 
 
+def healthy_network(**values):
+    """A chip's network object (sources/hccn) as a healthy port's."""
+    network = {"phy_id": 0, "link_status": "UP", "link_up_count": 1, "link_down_count": 0, "link_changes": [],
+               "net_health": "Success", "speed_mbps": 200000, "normal_speed_mbps": 200000,
+               "flap_window_seconds": 600.0, "link_changes_in_window": 0,
+               "counters": {"roce_rx_err_pkt_num": 0, "roce_tx_err_pkt_num": 0},
+               "optical_temperature_celsius": 45.0, "rx_power_mw": [1.0, 1.0, 1.0, 1.0],
+               "tx_power_mw": [1.4, 1.4, 1.4, 1.4],
+               "optical_thresholds": {"rx_power_low_mw": 0.1445, "rx_power_high_mw": 3.5481, "tx_power_low_mw": 0.2818,
+                                      "tx_power_high_mw": 3.5481, "temp_low_celsius": 0.0, "temp_high_celsius": 70.0},
+               "ip_addresses": [{"address": "192.161.200.10", "netmask": "255.255.255.0"}],
+               "gateway": "192.161.200.1", "gateway_configured": True}
+    network.update(values)
+    return network
+
+
+def first_port(**values):
+    """Every chip with a healthy port, the first one's changed by `values` (a callable gets the elapsed time)."""
+    def mutate(snapshot, elapsed):
+        for chip in snapshot.chips:
+            chip.extra["network"] = healthy_network()
+        snapshot.chips[0].extra["network"] = healthy_network(**{
+            name: value(elapsed) if callable(value) else value for name, value in values.items()})
+    return mutate
+
+
 def driver_fault(kind, on_host=False):
     """A fault of the kmsg source's book on chip 0 (or the host), and none elsewhere."""
     fault = {"fault_class": "heartbeat_lost", "kind": kind, "repair_action": "reset_npu", "level": "RestartNPU",
@@ -171,6 +197,17 @@ CASES = {
                                                   failed_stage="memcpy", error_code=507053,
                                                   detail="acl.rt.memcpy returned 507053", action="Drain it.")),
                      0, None, CHIP0),
+    "network-link-down": (first_port(link_status="DOWN", speed_mbps=None), 0, None, CHIP0),
+    "network-link-flapping": (first_port(link_changes_in_window=6), 0, None, CHIP0),
+    "network-health-failed": (first_port(net_health="Socket failed"), 0, None, CHIP0),
+    "network-roce-errors-rising": (first_port(counters=lambda elapsed: {"roce_rx_err_pkt_num": int(elapsed // 15)}),
+                                   120, None, CHIP0),
+    "network-pfc-storm": (first_port(counters=lambda elapsed: {"mac_rx_pfc_pkt_num": int(elapsed * 5000)}),
+                          435, None, CHIP0),
+    "network-optical-out-of-range": (first_port(rx_power_mw=[1.0, 0.05, 1.0, 1.0]), 135, None, CHIP0),
+    "network-speed-low": (first_port(speed_mbps=100000), 135, None, CHIP0),
+    "network-ip-missing": (first_port(ip_addresses=[]), 0, None, CHIP0),
+    "network-gateway-missing": (first_port(gateway=None, gateway_configured=False), 0, None, CHIP0),
     "probe-slow": (first_chip(probe=ProbeSample(state="ok", time=0.0, kind="acl", device_id=0, first_run=False,
                                                 duration_seconds=2.0, baseline_seconds=0.3)), 0, None, CHIP0),
 }
@@ -215,6 +252,11 @@ def test_check_mode_fires_condition_rules_at_once(monkeypatch):
 
 def test_healthy_host_is_quiet_over_hours():
     findings, _ = run(seconds=4 * 3600, step=60.0)
+    assert findings == []
+
+
+def test_healthy_ports_are_quiet_over_hours():
+    findings, _ = run(first_port(), seconds=4 * 3600, step=60.0)
     assert findings == []
 
 

@@ -80,7 +80,7 @@ def test_every_declaration_is_well_formed():
 
 
 def test_a_source_that_is_off_is_not_built(tmp_path):
-    off = "serving: {enabled: false}\nprobe: {enabled: false}\npoll: {host_seconds: 0}\n"
+    off = "serving: {enabled: false}\nprobe: {enabled: false}\npoll: {host_seconds: 0}\nnetwork: {enabled: false}\n"
     assert [spec.name for spec, source in built_sources(tmp_path, off) if source is not None] == ["npu-smi"]
 
 

@@ -1,0 +1,349 @@
+"""The hccn_tool source: each NPU's RoCE port (link, link history, net health, speed, bandwidth, counters,
+optical module, IP configuration), read per chip with `hccn_tool -i <physical id> -<cmd> -g`.
+
+Facts it builds on (shared/reference/hccn/FORMATS.md): `-i` takes the chip's PHYSICAL id (the npu-smi
+source's phy_id, or its logical device_id, which equals it on the 8-chip A2 servers; `npu-smi info -m` is
+asked once when neither is known yet); a chip that is not ready makes any call wait up to 300 s; exit codes
+collide, so answers are judged by their text; `-bandwidth` samples for 1 s; `-optical` is refused on some
+boards. Only the 910 family has the ports: on other chips the source asks nothing and reports itself
+unsupported.
+
+Every call goes through the shared runner (its slots, output cap and shutdown), with the network section's
+own deadline. The chips of a tier are polled side by side, each chip's commands one after the other: a chip
+whose call blocks costs one slot until its deadline, not the other chips' answers, and never the main table
+(which has a slot of its own). Such a chip is left alone for `not_ready_retry_seconds`.
+
+Tiers (all read by the daemon and `npumon check --full`, none by a quick check, which must fit NRPE's 10 s):
+`hccn` (link, link history, net health, speed), `hccn:stat`, `hccn:bandwidth`, `hccn:optical`,
+`hccn:config` (IP, gateway, netdetect address), each with its own interval (network.*_seconds).
+"""
+
+import concurrent.futures
+import dataclasses
+import logging
+import os
+import sys
+import threading
+import time
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+from ...model import ChipSample, SourceStatus
+from ..base import Parts, Section, SourceContext, SourceSpec, Tier, allowed_age, judge_status
+from ..runner import CommandResult, CommandRunner
+from . import parse
+from .config import DEFAULT_HCCN_TOOL, NetworkConfig, network_config_problems
+from .metrics import METRICS, export
+from .optical import parse_optical
+from .record import EMPTY, bandwidth_values, chip_facts, changes_within, host_facts, ip_values, link_values, \
+    optical_values
+
+log = logging.getLogger(__name__)
+
+NAME = "hccn"
+SIM_ARGV = [sys.executable, "-m", "npumon.sim.hccn"]  # a simulated host's hccn_tool (sim/hccn.py)
+# tier -> (its interval's config key, the commands it asks each chip, polled by a quick `npumon check`)
+TIERS = {
+    # not quick: 4 calls per chip do not fit NRPE's 10 s beside npu-smi on a 16-chip A3 (`--full` reads them)
+    NAME: ("link_seconds", ("-link", "-link_stat", "-net_health", "-speed"), False),
+    NAME + ":stat": ("stat_seconds", ("-stat",), False),
+    NAME + ":bandwidth": ("bandwidth_seconds", ("-bandwidth",), False),
+    NAME + ":optical": ("optical_seconds", ("-optical",), False),
+    NAME + ":config": ("config_seconds", ("-ip", "-gateway", "-netdetect"), False),
+}
+MAX_PHY_ID = 99  # `-i` takes at most two digits (MAX_PHY_ID_LEN 2)
+FIRST_CHIPS_WAIT_SECONDS = 1.0
+# Each call's deadline in a one-shot `npumon check`: a healthy hccn_tool call takes well under a second.
+ONE_SHOT_TIMEOUT_SECONDS = 3.0
+
+Values = Dict[str, Any]
+ChipKey = Tuple[int, int]
+
+
+def has_ports(name: Optional[str]) -> bool:
+    """Whether chips of this npu-smi name have an hccn_tool RoCE port: the 910 family (A1, 910B, A3)."""
+    return bool(name) and (name.startswith("910") or name.startswith("Ascend910"))
+
+
+def _answer(command: str, result: CommandResult) -> Tuple[Optional[Values], Optional[str]]:
+    """(values, problem) of one answer; ("unsupported") as the problem when the product refuses it."""
+    error = parse.classify_error(result.stdout, result.stderr)
+    if error is not None:
+        if error.kind == "unsupported":
+            return None, "unsupported"
+        if error.kind == "no_ip" and command == "-ip":
+            return ip_values([]), None
+        if error.kind == "no_gateway" and command == "-gateway":
+            return {"gateway": None, "gateway_configured": False}, None
+        if error.kind == "optical_absent" and command == "-optical":
+            return {"optical_present": False}, None
+        if error.kind in ("not_ready", "no_device"):
+            return None, "not ready: " + error.message
+        return None, error.message
+    if result.returncode != 0:
+        return None, result.describe_failure()
+    try:
+        return _PARSE[command](result.stdout), None
+    except parse.HccnParseError as exc:
+        return None, "unreadable {} answer: {}".format(command, exc)
+
+
+_PARSE: Dict[str, Callable[[str], Values]] = {
+    "-link": lambda text: {"link_status": parse.parse_link(text)},
+    "-link_stat": lambda text: link_values(parse.parse_link_stat(text)),
+    "-net_health": lambda text: {"net_health": parse.parse_net_health(text)},
+    "-speed": lambda text: {"speed_mbps": parse.parse_speed(text)},
+    "-bandwidth": lambda text: bandwidth_values(*parse.parse_bandwidth(text)),
+    "-stat": lambda text: {"counters": parse.parse_stat(text)},
+    "-optical": lambda text: optical_values(parse_optical(text)),
+    "-ip": lambda text: ip_values(parse.parse_ip(text)),
+    "-gateway": lambda text: {"gateway": parse.parse_gateway(text), "gateway_configured": True},
+    "-netdetect": lambda text: {"netdetect_address": parse.parse_netdetect(text)},
+}
+
+
+class HccnSource:
+    name = NAME
+
+    def __init__(self, settings: NetworkConfig, program: List[str], runner: CommandRunner, max_age: float,
+                 clock: Callable[[], float] = time.time, check_program: bool = True):
+        self.settings = settings
+        self.program = program
+        self.runner = runner
+        self.max_age = max_age
+        self.clock = clock
+        self.check_program = check_program  # a simulated host's tool is a Python module, not a file
+        self._lock = threading.Lock()
+        self._values: Dict[ChipKey, Dict[str, Tuple[str, float, Any]]] = {}  # field -> (tier, time, value)
+        self._phy: Dict[ChipKey, int] = {}
+        self._mapping: Dict[ChipKey, Dict[str, int]] = {}  # ids from `npu-smi info -m`, for chips that carry none
+        self._mapping_lock = threading.Lock()
+        self._mapping_unsupported = False
+        self._chip_locks: Dict[ChipKey, threading.Lock] = {}
+        self._blocked_until: Dict[ChipKey, float] = {}  # time.monotonic() until which a not-ready chip rests
+        self._unsupported: set = set()  # commands the product refuses
+        # tier -> its last poll's status; a tier shows once it has been polled (a quick check polls none)
+        self._status: Dict[str, SourceStatus] = {}
+
+    def interval(self, tier: str) -> float:
+        return float(getattr(self.settings, TIERS[tier][0]))
+
+    def tiers(self) -> List[Tier]:
+        return [Tier(tier, self.interval(tier), quick=quick) for tier, (_, _, quick) in TIERS.items()]
+
+    def close(self) -> None:
+        pass  # the runner is shared: whoever made it kills its calls
+
+    # -- polling ---------------------------------------------------------------------------------------
+
+    def poll(self, tier: str, chips: Sequence[ChipSample] = ()) -> Optional[float]:
+        started, began = self.clock(), time.monotonic()
+        missing = self._program_problem()
+        if missing is not None:
+            self._set(tier, SourceStatus(ok=missing[0], error=missing[1], unsupported=missing[0],
+                                         duration_seconds=0.0))
+            return None
+        port_chips = [chip for chip in chips if has_ports(chip.name)]
+        if not chips:
+            self._set(tier, SourceStatus(ok=False, error="no chips yet: npu-smi has not listed them",
+                                         waiting_on="npu-smi", last_success=self._last_success(tier)))
+            return FIRST_CHIPS_WAIT_SECONDS
+        commands = [command for command in TIERS[tier][1] if command not in self._unsupported]
+        if not port_chips or not commands:
+            what = "no chip of this product has an NPU network port" if not port_chips \
+                else "hccn_tool on this product refuses " + " ".join(TIERS[tier][1])
+            self._set(tier, SourceStatus(ok=True, error="not supported: " + what, unsupported=True,
+                                         duration_seconds=0.0, last_success=started))
+            return None
+        targets, problems = self._targets(port_chips)
+        deadline = time.monotonic() + max(self.interval(tier), self.settings.timeout_seconds)
+        outcomes: List[Tuple[int, int, List[str]]] = []
+        if targets:
+            with concurrent.futures.ThreadPoolExecutor(max_workers=len(targets)) as pool:
+                outcomes = list(pool.map(lambda target: self._poll_chip(tier, target, commands, deadline, started),
+                                         targets))
+        answered = sum(1 for ran, _, _ in outcomes if ran)
+        left_out = sum(skipped for _, skipped, _ in outcomes)
+        problems += [problem for _, _, chip_problems in outcomes for problem in chip_problems]
+        if self._unsupported.issuperset(commands) and not answered:
+            self._set(tier, SourceStatus(ok=True, error="not supported on this product: " + " ".join(commands),
+                                         unsupported=True, duration_seconds=time.monotonic() - began,
+                                         last_success=started))
+            return None
+        ok = answered > 0 or not problems
+        error = None
+        if problems:
+            error = "{} problem(s) on {} chip(s); first: {}".format(len(problems), len(port_chips), problems[0])
+        elif left_out:
+            error = "{} call(s) left out: the tier did not finish in time".format(left_out)
+        self._set(tier, SourceStatus(
+            ok=ok, error=error, duration_seconds=time.monotonic() - began, left_out=left_out,
+            last_success=started if answered else self._last_success(tier), degraded=ok and bool(problems)))
+        return None
+
+    def _program_problem(self) -> Optional[Tuple[bool, str]]:
+        """(unsupported, why) when hccn_tool cannot be run at all; None when it is there."""
+        if not self.check_program:
+            return None
+        path = self.program[0]
+        try:
+            os.stat(path)
+        except FileNotFoundError:
+            return True, "not supported: no hccn_tool at {} (set network.hccn_tool)".format(path)
+        except OSError as exc:
+            return False, "cannot reach {}: {} (its directory belongs to the driver's run user; run npumon as root " \
+                          "or in that group)".format(path, exc.strerror or exc)
+        return None
+
+    def _targets(self, chips: Sequence[ChipSample]) -> Tuple[List[Tuple[ChipKey, int]], List[str]]:
+        """(chip, physical id) for each chip that can be asked now, and the problems of those that cannot."""
+        if any(chip.phy_id is None and chip.device_id is None and chip.key not in self._mapping for chip in chips):
+            self._read_mapping()
+        targets, problems = [], []
+        now = time.monotonic()
+        for chip in chips:
+            ids = self._mapping.get(chip.key, {})
+            phy = next((value for value in (chip.phy_id, chip.device_id, ids.get("phy_id"), ids.get("device_id"))
+                        if value is not None), None)
+            if phy is None or not 0 <= phy <= MAX_PHY_ID:
+                problems.append("{}: no physical id known (npu-smi info -m)".format(chip.subject))
+                continue
+            with self._lock:
+                self._phy[chip.key] = phy
+                blocked = self._blocked_until.get(chip.key, 0.0)
+            if blocked > now:
+                problems.append("{} (phy {}): not ready, left alone for {:.0f}s more".format(
+                    chip.subject, phy, blocked - now))
+                continue
+            targets.append((chip.key, phy))
+        return targets, problems
+
+    def _read_mapping(self) -> None:
+        """`npu-smi info -m` once for the tiers that need it at the same time; not again where it has no -m."""
+        from ..npusmi.identity import read_mapping  # late: the npu-smi package is large
+
+        with self._mapping_lock:
+            if self._mapping or self._mapping_unsupported:
+                return
+            values, problem, self._mapping_unsupported = read_mapping(self.runner, NAME)
+            if problem is None:
+                self._mapping = values
+
+    def _poll_chip(self, tier: str, target: Tuple[ChipKey, int], commands: Sequence[str], deadline: float,
+                   started: float) -> Tuple[int, int, List[str]]:
+        """One chip's commands in turn: (answered, left out, problems). A call that runs out of time ends the
+        chip's turn: a chip that is not ready would make every one of its calls wait."""
+        key, phy = target
+        with self._lock:
+            chip_lock = self._chip_locks.setdefault(key, threading.Lock())
+        # One call per chip at a time across the tiers: a chip that blocks then holds one slot, not one per tier,
+        # and the tiers that wait for it see that it was found not ready and leave it alone.
+        if not chip_lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
+            return 0, len(commands), []
+        try:
+            return self._ask_chip(tier, key, phy, commands, deadline, started)
+        except Exception as exc:  # noqa: BLE001 - a bug must cost this chip's answers, not the whole tier
+            log.exception("hccn: polling %s failed", key)
+            return 0, 0, ["npu{}/chip{}: internal error: {}".format(key[0], key[1], exc)]
+        finally:
+            chip_lock.release()
+
+    def _ask_chip(self, tier: str, key: ChipKey, phy: int, commands: Sequence[str], deadline: float,
+                  started: float) -> Tuple[int, int, List[str]]:
+        subject = "npu{}/chip{}".format(*key)
+        answered, problems = 0, []
+        with self._lock:
+            blocked = self._blocked_until.get(key, 0.0) - time.monotonic()
+        if blocked > 0:
+            return 0, 0, ["{} (phy {}): not ready, left alone for {:.0f}s more".format(subject, phy, blocked)]
+        # A one-shot pass under a budget (`npumon check`) cannot give a chip that hangs the daemon's deadline.
+        timeout = self.settings.timeout_seconds if self.runner.not_after is None \
+            else min(self.settings.timeout_seconds, ONE_SHOT_TIMEOUT_SECONDS)
+        for index, command in enumerate(commands):
+            result = self.runner.run(["-i", str(phy), command, "-g"], timeout_seconds=timeout,
+                                     not_after=deadline, label=tier, program=self.program)
+            if not result.started or result.cut_off:
+                return answered, len(commands) - index, problems
+            if result.timed_out or result.error or result.killed_by_signal:
+                problems.append("{} (phy {}) {}: {}".format(subject, phy, command, result.describe_failure()))
+                if result.timed_out:
+                    with self._lock:
+                        self._blocked_until[key] = time.monotonic() + self.settings.not_ready_retry_seconds
+                    problems[-1] += "; the chip may not be ready (hccn_tool waits up to 300 s for it)"
+                return answered, 0, problems
+            values, problem = _answer(command, result)
+            if problem == "unsupported":
+                self._unsupported.add(command)
+                continue
+            if problem is not None:
+                problems.append("{} (phy {}) {}: {}".format(subject, phy, command, problem))
+                if problem.startswith("not ready"):
+                    return answered, 0, problems
+                continue
+            answered += 1
+            with self._lock:
+                fields = self._values.setdefault(key, {})
+                for name, value in (values or {}).items():
+                    fields[name] = (tier, started, value)
+        return answered, 0, problems
+
+    def _set(self, tier: str, status: SourceStatus) -> None:
+        with self._lock:
+            self._status[tier] = status
+
+    def _last_success(self, tier: str) -> Optional[float]:
+        with self._lock:
+            status = self._status.get(tier)
+        return None if status is None else status.last_success
+
+    # -- reading ---------------------------------------------------------------------------------------
+
+    def statuses(self, now: float) -> Dict[str, SourceStatus]:
+        with self._lock:
+            statuses = dict(self._status)
+        return {tier: judge_status(status, now, allowed_age(self.max_age, self.interval(tier)))
+                for tier, status in statuses.items() if self.interval(tier) > 0}
+
+    def networks(self, now: float, chips: Sequence[ChipSample]) -> Dict[ChipKey, Optional[Dict[str, Any]]]:
+        """Each chip's network object with the values still fresh; None on chips without a port."""
+        with self._lock:
+            values = {key: dict(fields) for key, fields in self._values.items()}
+            phys = dict(self._phy)
+        result: Dict[ChipKey, Optional[Dict[str, Any]]] = {}
+        for chip in chips:
+            if not has_ports(chip.name):
+                result[chip.key] = None
+                continue
+            network = dict(EMPTY, phy_id=phys.get(chip.key))
+            for name, (tier, when, value) in values.get(chip.key, {}).items():
+                if now - when <= allowed_age(self.max_age, self.interval(tier)):
+                    network[name] = value
+            result[chip.key] = network
+        speeds = [network["speed_mbps"] for network in result.values()
+                  if network and network["speed_mbps"] and network["link_status"] == "UP"]
+        normal = self.settings.normal_speed_mbps or (max(speeds) if speeds else None)
+        window = self.settings.flap_window_seconds
+        for network in result.values():
+            if network is not None:
+                network.update(normal_speed_mbps=normal, flap_window_seconds=window,
+                               link_changes_in_window=changes_within(network, window, now))
+        return result
+
+    def contribute(self, parts: Parts, now: float) -> Parts:
+        networks = self.networks(now, parts.chips)
+        chips = tuple(dataclasses.replace(chip, extra=dict(chip.extra, network=networks[chip.key]))
+                      for chip in parts.chips)
+        return dataclasses.replace(parts, chips=chips)
+
+
+def build(context: SourceContext) -> Optional[HccnSource]:
+    settings: NetworkConfig = context.config.network
+    if not settings.enabled:
+        return None
+    simulated = context.target.simulated and settings.hccn_tool == DEFAULT_HCCN_TOOL
+    program = list(SIM_ARGV) if simulated else [settings.hccn_tool]
+    return HccnSource(settings, program, context.npu_smi, context.config.max_age_seconds, context.clock,
+                      check_program=not simulated)
+
+
+SPEC = SourceSpec(NAME, build, section=Section("network", NetworkConfig, network_config_problems),
+                  chip_facts=chip_facts, host_facts=host_facts, metrics=METRICS, export=export)
