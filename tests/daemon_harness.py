@@ -118,9 +118,19 @@ def sample(metrics_text: str, name: str, **labels: str) -> Optional[float]:
     return None
 
 
+def _orphaned_zombie(pid: str) -> bool:
+    try:
+        with open("/proc/{}/stat".format(pid), "rb") as handle:
+            fields = handle.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return False
+    return fields[0] == b"Z" and fields[1] == b"1"
+
+
 def processes_of_simulation(state_dir: str) -> List[int]:
     """Live processes started for this simulation: the simulator's environment names its state directory.
-    Zombies count: an unreaped child is a leak too."""
+    Zombies count: an unreaped child is a leak too, but not one that init has yet to reap (a killed call's
+    orphan: how soon init reaps is the machine's, not npumon's)."""
     marker = ("NPUMON_SIM_STATE=" + os.path.abspath(state_dir)).encode()
     found = []
     for entry in os.listdir("/proc"):
@@ -131,9 +141,9 @@ def processes_of_simulation(state_dir: str) -> List[int]:
                 environ = handle.read().split(b"\0")
         except OSError:
             continue
-        if marker in environ:
+        if marker in environ and not _orphaned_zombie(entry):
             found.append(int(entry))
-    return found + [pid for pid in live_hang_pids(state_dir) if pid not in found]
+    return found + [pid for pid in live_hang_pids(state_dir) if pid not in found and not _orphaned_zombie(str(pid))]
 
 
 def hang_pids(state_dir: str) -> List[int]:
