@@ -11,7 +11,7 @@ format follows the nearest one that is shown, and says so.
 from typing import List, Optional, Sequence
 
 from .products import ChipSlot, Product
-from .render_query import CORE_VOLTS, die_id_words
+from .render_query import CORE_VOLTS, die_id_words, hbm_usage_lines, memory_usage_rate
 from .render_table import MAX_PROCESSES_PER_CHIP, PROCESS_NAME_LENGTH, Chip, bus_id_cell
 from .values import ChipValues
 
@@ -96,35 +96,15 @@ def _kv40(key: str, value: object) -> str:
     return "\t%-40s : %s" % (key, value)
 
 
-def _hbm_rate(slot: ChipSlot, values: ChipValues) -> int:
-    return values.memory_used_mb * 100 // slot.memory_total_mb
-
-
 def _usages(product: Product, slot: ChipSlot, values: ChipValues) -> Lines:
-    return [
-        _kv("NPU ID", slot.npu),
-        _kv("DDR Capacity(MB)", 0),
-        _kv("DDR Usage Rate(%)", 0),
-        _kv("DDR Hugepages Total(page)", 0),
-        _kv("DDR Hugepages Usage Rate(%)", 0),
-        _kv("HBM Capacity(MB)", slot.memory_total_mb),
-        _kv("HBM Usage Rate(%)", _hbm_rate(slot, values)),
-        _kv("Aicore Usage Rate(%)", values.aicore_percent),
-        _kv("Aivector Usage Rate(%)", values.aivector_percent),
-        _kv("Aicpu Usage Rate(%)", values.aicpu_percent),
-        _kv("Ctrlcpu Usage Rate(%)", values.ctrlcpu_percent),
-        _kv("DDR Bandwidth Usage Rate(%)", 0),
-        _kv("HBM Bandwidth Usage Rate(%)", values.hbm_bandwidth_percent),
-        _kv("NPU Utilization(%)", values.npu_utilization_percent),
-        _kv("Aicube Usage Rate(%)", values.aicube_percent),
-    ]
+    return [_kv("NPU ID", slot.npu)] + hbm_usage_lines(slot, values)
 
 
 def _common(product: Product, slot: ChipSlot, values: ChipValues) -> Lines:
     return [
         _kv("NPU ID", slot.npu),
         _kv("Memory Usage Rate(%)", 0),
-        _kv("HBM Usage Rate(%)", _hbm_rate(slot, values)),
+        _kv("HBM Usage Rate(%)", memory_usage_rate(slot, values)),
         _kv("Aicore Usage Rate(%)", values.aicore_percent),
         _kv("Aicore Freq(MHZ)", product.aicore_rated_mhz),
         _kv("Aicore curFreq(MHZ)", values.aicore_freq_mhz),

@@ -124,7 +124,7 @@ def _mcu_block(product: Product, query: str, card_chips: Sequence[Chip], card_le
 
 
 def _usages(product: Product, slot: ChipSlot, values: ChipValues) -> Lines:
-    usage_rate = values.memory_used_mb * 100 // slot.memory_total_mb
+    usage_rate = memory_usage_rate(slot, values)
     if product.family == FAMILY_310B:
         return [
             _kv("Memory Capacity(MB)", slot.memory_total_mb),
@@ -164,6 +164,17 @@ def _usages(product: Product, slot: ChipSlot, values: ChipValues) -> Lines:
             _kv("HBM Bandwidth Usage Rate(%)", values.hbm_bandwidth_percent),
         ]
     # 910B and A3 have no DDR of their own: npu-smi prints the DDR keys with 0
+    return hbm_usage_lines(slot, values)
+
+
+def memory_usage_rate(slot: ChipSlot, values: ChipValues) -> int:
+    """npu-smi's usage rate of the chip's own memory (HBM on the 910 family, DDR on the 310), in %."""
+    return values.memory_used_mb * 100 // slot.memory_total_mb
+
+
+def hbm_usage_lines(slot: ChipSlot, values: ChipValues) -> Lines:
+    """`-t usages` of a chip with HBM and no DDR of its own (910B, A3, 950): npu-smi prints the DDR keys with 0."""
+    usage_rate = memory_usage_rate(slot, values)
     return [
         _kv("DDR Capacity(MB)", 0),
         _kv("DDR Usage Rate(%)", 0),
