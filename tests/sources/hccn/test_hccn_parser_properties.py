@@ -10,6 +10,7 @@ raise HccnParseError; classify_error never raises. The example count comes from 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from damaged_text import damaged_captures
 from hccn_captures import capture, capture_names
 from npumon.sources.hccn import parse
 from npumon.sources.hccn.optical import parse_optical
@@ -23,36 +24,8 @@ NOISE = st.sampled_from([":", " ", "\t", "\n", "NA", "-", "0x", "999999999999999
                          "é", "\x00", "LINK UP", "[devid 1]", " mW", "Speed", "Unknown!", "link up count : 1"])
 
 
-@st.composite
-def damaged_capture(draw):
-    text = draw(st.sampled_from(CAPTURES))
-    for _ in range(draw(st.integers(min_value=1, max_value=4))):
-        kind = draw(st.sampled_from(["truncate", "drop", "duplicate", "swap", "replace", "insert", "digits"]))
-        lines = text.split("\n")
-        if kind == "truncate":
-            text = text[:draw(st.integers(min_value=0, max_value=len(text)))]
-        elif kind in ("drop", "duplicate", "swap") and lines:
-            i = draw(st.integers(min_value=0, max_value=len(lines) - 1))
-            j = draw(st.integers(min_value=0, max_value=len(lines) - 1))
-            if kind == "drop":
-                del lines[i]
-            elif kind == "duplicate":
-                lines.insert(i, lines[j])
-            else:
-                lines[i], lines[j] = lines[j], lines[i]
-            text = "\n".join(lines)
-        elif kind in ("replace", "insert") and text:
-            i = draw(st.integers(min_value=0, max_value=len(text) - 1))
-            noise = draw(st.one_of(NOISE, st.text(max_size=3)))
-            text = text[:i] + noise + text[i + (1 if kind == "replace" else 0):]
-        elif kind == "digits":
-            digit = draw(st.sampled_from("0123456789"))
-            text = text.replace(digit, draw(st.sampled_from(["", "x", digit * 25, "-", " "])))
-    return text
-
-
 @settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])  # max_examples: the profile
-@given(damaged_capture())
+@given(damaged_captures(CAPTURES, NOISE, digit_run=25))
 def test_every_hccn_parser_returns_its_record_or_its_own_error(text):
     for parser in PARSERS:
         try:

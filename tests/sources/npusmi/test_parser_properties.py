@@ -11,6 +11,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from damaged_text import damaged_captures
 from npumon.sources.npusmi import kv as npusmi_kv
 from npumon.sources.npusmi.common import NpuSmiParseError
 from npumon.sources.npusmi.table import parse_info
@@ -32,36 +33,8 @@ NOISE = st.sampled_from(["|", "+", "/", ":", " ", "\t", "\n", "NA", "-", "0x", "
                          "é", "\x00", "=", "Chip ID", "NPU ID", "Health"])
 
 
-@st.composite
-def damaged_capture(draw):
-    text = draw(st.sampled_from(CAPTURES))
-    for _ in range(draw(st.integers(min_value=1, max_value=4))):
-        kind = draw(st.sampled_from(["truncate", "drop", "duplicate", "swap", "replace", "insert", "digits"]))
-        lines = text.split("\n")
-        if kind == "truncate":
-            text = text[:draw(st.integers(min_value=0, max_value=len(text)))]
-        elif kind in ("drop", "duplicate", "swap") and lines:
-            i = draw(st.integers(min_value=0, max_value=len(lines) - 1))
-            j = draw(st.integers(min_value=0, max_value=len(lines) - 1))
-            if kind == "drop":
-                del lines[i]
-            elif kind == "duplicate":
-                lines.insert(i, lines[j])
-            else:
-                lines[i], lines[j] = lines[j], lines[i]
-            text = "\n".join(lines)
-        elif kind in ("replace", "insert") and text:
-            i = draw(st.integers(min_value=0, max_value=len(text) - 1))
-            noise = draw(st.one_of(NOISE, st.text(max_size=3)))
-            text = text[:i] + noise + text[i + (1 if kind == "replace" else 0):]
-        elif kind == "digits":
-            digit = draw(st.sampled_from("0123456789"))
-            text = text.replace(digit, draw(st.sampled_from(["", "x", digit * 12, "-", " "])))
-    return text
-
-
 @settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])  # max_examples: the profile
-@given(damaged_capture())
+@given(damaged_captures(CAPTURES, NOISE, digit_run=12))
 def test_every_parser_returns_records_or_its_own_error(text):
     for parse in PARSERS:
         try:
