@@ -24,6 +24,7 @@ import subprocess
 import pytest
 from hypothesis import HealthCheck, settings
 
+from daemon_harness import DaemonProcess
 from npumon.sim.latency import LATENCY_SCALE_ENV
 from npumon.sim.simulation import IN_PROCESS_ENV
 
@@ -75,3 +76,19 @@ def running():
     yield start
     for daemon in daemons:
         daemon.stop()
+
+
+@pytest.fixture
+def daemons():
+    """start(*args, env=None): `npumon run ARGS` as a real process (daemon_harness.DaemonProcess), closed when
+    the test ends."""
+    started = []
+
+    def start(*args, env=None):
+        daemon = DaemonProcess(list(args), env=env)
+        started.append(daemon)
+        return daemon
+
+    yield start
+    for daemon in started:
+        daemon.close()

@@ -181,3 +181,38 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+class WatchdogListener:
+    """A systemd notify socket for an in-process daemon: binds one in `directory`, points NOTIFY_SOCKET at it
+    and asks for a watchdog ping every 0.1 s (WATCHDOG_USEC 200000). received(seconds): the messages of that
+    long."""
+
+    def __init__(self, directory: str, monkeypatch):
+        address = os.path.join(str(directory), "notify.sock")
+        self.socket = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.socket.bind(address)
+        self.socket.settimeout(0.05)
+        monkeypatch.setenv("NOTIFY_SOCKET", address)
+        monkeypatch.setenv("WATCHDOG_USEC", "200000")
+
+    def received(self, seconds: float) -> List[str]:
+        messages, deadline = [], time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            try:
+                messages.append(self.socket.recv(4096).decode())
+            except socket.timeout:
+                pass
+        return messages
+
+    def close(self) -> None:
+        self.socket.close()
+
+
+def one_error_line(daemon: "DaemonProcess") -> str:
+    """What a failed start printed: exactly one line, no traceback, exit status 2."""
+    daemon.proc.wait(15)
+    daemon.close()
+    assert daemon.proc.returncode == 2, daemon.lines
+    assert len(daemon.lines) == 1 and "Traceback" not in daemon.lines[0], daemon.lines
+    return daemon.lines[0]

@@ -17,7 +17,7 @@ import requests
 import npumon.daemon.daemon as daemon_module
 import npumon.daemon.state as state_module
 import npumon.sources.npusmi.source as npusmi_source
-from daemon_harness import wait_until
+from daemon_harness import WatchdogListener, wait_until
 from npumon.sources.target import Target
 from npumon.config.load import parse_config
 from npumon.daemon.daemon import Daemon
@@ -108,12 +108,7 @@ def test_status_before_the_first_poll_keeps_the_schema(tmp_path, sim):
 
 
 def test_watchdog_pings_only_while_the_poll_loop_makes_progress(tmp_path, sim, monkeypatch, running):
-    address = str(tmp_path / "notify.sock")
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-    listener.bind(address)
-    listener.settimeout(0.05)
-    monkeypatch.setenv("NOTIFY_SOCKET", address)
-    monkeypatch.setenv("WATCHDOG_USEC", "200000")  # a ping every 0.1 s
+    listener = WatchdogListener(tmp_path, monkeypatch)
     monkeypatch.setattr(state_module, "PROGRESS_SLACK_SECONDS", 0.0)  # stuck after 2 x 0.2 s + 0.5 s
     daemon = Daemon(load(fast_config(tmp_path, timeout=0.5)), sim(), listen="127.0.0.1:0")
     unblocked = threading.Event()
@@ -127,29 +122,20 @@ def test_watchdog_pings_only_while_the_poll_loop_makes_progress(tmp_path, sim, m
 
     monkeypatch.setattr(daemon.collection, "poll", table_may_hang)
 
-    def received(seconds):
-        messages, deadline = [], time.monotonic() + seconds
-        while time.monotonic() < deadline:
-            try:
-                messages.append(listener.recv(4096).decode())
-            except socket.timeout:
-                pass
-        return messages
-
     try:
         running(daemon)
         healthz = "http://127.0.0.1:{}/healthz".format(daemon.web.port)
-        first = received(0.6)
+        first = listener.received(0.6)
         assert first[0].startswith("READY=1\n") and first.count("WATCHDOG=1") >= 3
 
         unblocked.clear()
         wait_until(lambda: requests.get(healthz, timeout=2).status_code == 503, timeout=5, what="unhealthy")
         assert requests.get(healthz, timeout=2).text.startswith("poll loop stuck: the last poll finished")
-        received(0.15)  # a ping already on its way
-        assert "WATCHDOG=1" not in received(0.6)
+        listener.received(0.15)  # a ping already on its way
+        assert "WATCHDOG=1" not in listener.received(0.6)
 
         unblocked.set()
-        assert "WATCHDOG=1" in received(0.6)
+        assert "WATCHDOG=1" in listener.received(0.6)
         assert requests.get(healthz, timeout=2).status_code == 200
     finally:
         unblocked.set()

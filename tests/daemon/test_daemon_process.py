@@ -8,7 +8,7 @@ import time
 import pytest
 import requests
 
-from daemon_harness import (DaemonProcess, hang_pids, kill_leftovers, live_hang_pids, processes_of_simulation,
+from daemon_harness import (hang_pids, kill_leftovers, live_hang_pids, one_error_line, processes_of_simulation,
                             sample, wait_until)
 from npumon.sim import set_scenario
 
@@ -33,29 +33,6 @@ def write_config(tmp_path, extra="", max_age=30, timeout=5.0, name="npumon.yaml"
     path = tmp_path / name
     path.write_text(FAST.format(state=tmp_path / "state", max_age=max_age, timeout=timeout) + extra)
     return str(path)
-
-
-@pytest.fixture
-def daemons():
-    started = []
-
-    def start(*args, env=None):
-        daemon = DaemonProcess(args, env=env)
-        started.append(daemon)
-        return daemon
-
-    yield start
-    for daemon in started:
-        daemon.close()
-
-
-def one_error_line(daemon):
-    """What a failed start printed: exactly one line, no traceback."""
-    daemon.proc.wait(15)
-    daemon.close()
-    assert daemon.proc.returncode == 2, daemon.lines
-    assert len(daemon.lines) == 1 and "Traceback" not in daemon.lines[0], daemon.lines
-    return daemon.lines[0]
 
 
 # -- lifecycle -------------------------------------------------------------------------------------------

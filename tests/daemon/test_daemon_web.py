@@ -10,7 +10,7 @@ import pytest
 import requests
 
 import npumon.daemon.daemon as daemon_module
-from daemon_harness import DaemonProcess, sample, wait_until
+from daemon_harness import DaemonProcess, WatchdogListener, sample, wait_until
 from npumon.daemon.daemon import Daemon
 from npumon.sim import prepare_simulation
 from npumon.sources.target import Target
@@ -42,12 +42,7 @@ def get_into(results, key, url):
 
 
 def test_healthz_and_the_watchdog_say_so_while_no_worker_can_serve(tmp_path, sim, monkeypatch, running):
-    address = str(tmp_path / "notify.sock")
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-    listener.bind(address)
-    listener.settimeout(0.05)
-    monkeypatch.setenv("NOTIFY_SOCKET", address)
-    monkeypatch.setenv("WATCHDOG_USEC", "200000")  # a ping every 0.1 s
+    listener = WatchdogListener(tmp_path, monkeypatch)
     released = threading.Event()
     status_document = daemon_module.status_document
 
@@ -58,22 +53,13 @@ def test_healthz_and_the_watchdog_say_so_while_no_worker_can_serve(tmp_path, sim
     monkeypatch.setattr(daemon_module, "status_document", wedged_status)
     daemon = Daemon(load(fast_config(tmp_path, ONE_WORKER)), sim(), listen="127.0.0.1:0")
 
-    def received(seconds):
-        messages, deadline = [], time.monotonic() + seconds
-        while time.monotonic() < deadline:
-            try:
-                messages.append(listener.recv(4096).decode())
-            except socket.timeout:
-                pass
-        return messages
-
     results = {}
     try:
         running(daemon)
         url = "http://127.0.0.1:{}/healthz".format(daemon.web.port)
         wait_until(lambda: daemon.state().polls >= 1, timeout=10, what="first poll")
         assert requests.get(url, timeout=2).status_code == 200
-        assert "WATCHDOG=1" in received(0.3)
+        assert "WATCHDOG=1" in listener.received(0.3)
 
         stuck = threading.Thread(target=get_into, args=(results, "status", url.replace("/healthz", "/status")),
                                  daemon=True)
@@ -84,8 +70,8 @@ def test_healthz_and_the_watchdog_say_so_while_no_worker_can_serve(tmp_path, sim
         healthy, reason = wait_until(lambda: (lambda h: None if h[0] else h)(daemon.health()), timeout=3,
                                      what="unhealthy")
         assert "http server has no free worker: a request waited" in reason and "(1 of 1 busy)" in reason
-        received(0.15)  # a ping already on its way
-        assert "WATCHDOG=1" not in received(0.5)
+        listener.received(0.15)  # a ping already on its way
+        assert "WATCHDOG=1" not in listener.received(0.5)
         polls = daemon.state().polls
         wait_until(lambda: daemon.state().polls > polls, timeout=5, what="a poll while the server is wedged")
 
@@ -94,7 +80,7 @@ def test_healthz_and_the_watchdog_say_so_while_no_worker_can_serve(tmp_path, sim
         assert results["healthz"].status_code == 503  # it waited longer than a request may for a worker
         assert "no free worker" in results["healthz"].text
         wait_until(lambda: daemon.health()[0], timeout=3, what="healthy again")
-        assert "WATCHDOG=1" in received(0.6)
+        assert "WATCHDOG=1" in listener.received(0.6)
         assert requests.get(url, timeout=2).status_code == 200
         stuck.join(5)
         # its answer came after its deadline: the connection was closed instead

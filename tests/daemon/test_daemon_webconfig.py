@@ -4,38 +4,15 @@ line, read again on SIGHUP, and a bad one refused on reload with the previous on
 import signal
 
 import bcrypt
-import pytest
 import requests
 
-from daemon_harness import DaemonProcess, wait_until
+from daemon_harness import one_error_line, wait_until
 
 CONFIG = "state_dir: {state}\npoll:\n  table_seconds: 0.5\n"
 
 
 def hashed(password):
     return bcrypt.hashpw(password.encode(), bcrypt.gensalt(4)).decode()
-
-
-@pytest.fixture
-def daemons():
-    started = []
-
-    def start(*args):
-        daemon = DaemonProcess(list(args))
-        started.append(daemon)
-        return daemon
-
-    yield start
-    for daemon in started:
-        daemon.close()
-
-
-def one_error_line(daemon):
-    daemon.proc.wait(15)
-    daemon.close()
-    assert daemon.proc.returncode == 2, daemon.lines
-    assert len(daemon.lines) == 1 and "Traceback" not in daemon.lines[0], daemon.lines
-    return daemon.lines[0]
 
 
 def config(tmp_path, extra=""):
