@@ -105,17 +105,23 @@ class Harness:
         return samples
 
 
-@pytest.fixture
-def harness(tmp_path):
+def harnesses(tmp_path, kind=Harness):
+    """The body of a `harness` fixture: make(*receivers, **settings) gives a new `kind` each call,
+    and every service made is closed when the test ends."""
     made = []
 
     def make(*receivers, **settings):
-        made.append(Harness(tmp_path, receivers, **settings))
+        made.append(kind(tmp_path, receivers, **settings))
         return made[-1]
 
     yield make
     for item in made:
         item.service.close()
+
+
+@pytest.fixture
+def harness(tmp_path):
+    yield from harnesses(tmp_path)
 
 
 def webhook(server, name="hook", **settings):

@@ -7,22 +7,14 @@ import re
 import pytest
 
 from recording_server import RecordingServer
-from test_notify_delivery import T0, Harness, finding, webhook
+from test_notify_delivery import T0, finding, harnesses, webhook
 
 LOGGER = "npumon.services.notify.service"
 
 
 @pytest.fixture
 def harness(tmp_path):
-    made = []
-
-    def make(*receivers, **settings):
-        made.append(Harness(tmp_path, receivers, **settings))
-        return made[-1]
-
-    yield make
-    for item in made:
-        item.service.close()
+    yield from harnesses(tmp_path)
 
 
 def logged(caplog):

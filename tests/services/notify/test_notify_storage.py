@@ -17,7 +17,7 @@ from npumon.services.notify.outbox import OUTBOX_FILE, Outbox
 from npumon.services.notify.receiver import Receiver
 from npumon.services.notify.service import NotifyService
 from recording_server import RecordingServer
-from test_notify_delivery import T0, Harness, InlineExecutor, alerts_of, finding, webhook
+from test_notify_delivery import T0, Harness, InlineExecutor, alerts_of, finding, harnesses, webhook
 
 UP = ("npumon_notification_outbox_up", ())
 
@@ -42,15 +42,7 @@ class StateDirHarness(Harness):
 
 @pytest.fixture
 def harness(tmp_path):
-    made = []
-
-    def make(*receivers, **settings):
-        made.append(StateDirHarness(tmp_path, receivers, **settings))
-        return made[-1]
-
-    yield make
-    for item in made:
-        item.service.close()
+    yield from harnesses(tmp_path, StateDirHarness)
 
 
 def problems(caplog):
