@@ -25,6 +25,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from daemon_harness import DaemonProcess
+from npumon.sim.dcmi.build import FakeDcmiBuildError, build_fake_library, find_compiler
 from npumon.sim.latency import LATENCY_SCALE_ENV
 from npumon.sim.simulation import IN_PROCESS_ENV
 
@@ -92,3 +93,14 @@ def daemons():
     yield start
     for daemon in started:
         daemon.close()
+
+
+@pytest.fixture(scope="session")
+def fake_dcmi_library(tmp_path_factory):
+    """The simulated libdcmi.so, built once per test session with the system compiler (skipped without one)."""
+    if find_compiler() is None:
+        pytest.skip("no C compiler (cc or gcc) to build the simulated libdcmi.so")
+    try:
+        return build_fake_library(str(tmp_path_factory.mktemp("fake-dcmi")))
+    except FakeDcmiBuildError as exc:
+        pytest.fail(str(exc))

@@ -7,24 +7,16 @@ import time
 import pytest
 
 from daemon_harness import DaemonProcess, kill_leftovers, processes_of_simulation, sample, wait_until
-from npumon.sim.dcmi import FakeDcmiBuildError, build_fake_library, set_dcmi_faults
+from npumon.sim.dcmi import set_dcmi_faults
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-def library():
-    try:
-        return build_fake_library()
-    except FakeDcmiBuildError as exc:
-        pytest.skip(str(exc))
 
 
 def _status(daemon):
     return daemon.get("/status").json()["sources"]
 
 
-def test_a_hanging_then_crashing_library_leaves_the_daemon_serving(tmp_path, library):
+def test_a_hanging_then_crashing_library_leaves_the_daemon_serving(tmp_path, fake_dcmi_library):
     config = tmp_path / "npumon.yaml"
     config.write_text("collect: {backend: dcmi}\ndcmi: {timeout_seconds: 1}\n"
                       "poll: {table_seconds: 1, host_seconds: 0}\nstate_dir: %s\n" % (tmp_path / "state"))

@@ -126,7 +126,6 @@ def check_ids(dcmi, host, slot):
 
 
 def check_identity(dcmi, host, slot):
-    spec = host.product
     board = smi(host, "-t", "board", "-i", str(slot.npu), "-c", str(slot.chip))
     card = smi(host, "-t", "board", "-i", str(slot.npu))
     info = ok(chip_call(dcmi, "dcmi_get_device_chip_info", slot, ChipInfo))

@@ -8,21 +8,13 @@ import pytest
 
 from npumon.config.errors import ConfigError
 from npumon.config.load import parse_config
-from npumon.sim.dcmi import FakeDcmiBuildError, build_fake_library, set_dcmi_faults
+from npumon.sim.dcmi import build_fake_library, set_dcmi_faults
 from npumon.sim.simulation import prepare_simulation
 from npumon.sources.collection import SourceSet
 from npumon.sources.dcmi import backend
 from npumon.sources.target import Target
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-def library():
-    try:
-        return build_fake_library()
-    except FakeDcmiBuildError as exc:
-        pytest.skip(str(exc))
 
 
 def _sources(text, product="atlas-800i-a2"):

@@ -10,7 +10,7 @@ import pytest
 from npumon.cli.check import load_rule_engine
 from npumon.config.load import parse_config
 from npumon.model import chip_json
-from npumon.sim.dcmi import DCMI_PRODUCTS, FakeDcmiBuildError, build_fake_library
+from npumon.sim.dcmi import DCMI_PRODUCTS
 from npumon.sim.simulation import prepare_simulation
 from npumon.sources.collection import SourceSet
 from npumon.sources.target import Target
@@ -27,14 +27,6 @@ NPU_SMI_ONLY = frozenset(("firmware_version", "driver_version", "ddr_bandwidth_r
 DCMI_ONLY = frozenset(("aicore_count", "npu_name", "hbm_freq_mhz", "aicore_rated_freq_mhz", "board_id", "slot_id",
                        "pcie_vendor_id", "pcie_device_id", "pcie_subvendor_id", "pcie_subdevice_id",
                        "ecc_counters", "ecc_isolated_pages", "card_power_watts", "ecc"))
-
-
-@pytest.fixture(scope="module")
-def library():
-    try:
-        return build_fake_library()
-    except FakeDcmiBuildError as exc:
-        pytest.skip(str(exc))
 
 
 def _snapshot(product: str, scenario: str, backend: str, library: str):

@@ -7,20 +7,12 @@ import time
 
 import pytest
 
-from npumon.sim.dcmi import FakeDcmiBuildError, build_fake_library, set_dcmi_faults
+from npumon.sim.dcmi import set_dcmi_faults
 from npumon.sim.simulation import prepare_simulation
 from npumon.sources.dcmi import backend
 from npumon.sources.dcmi.source import DcmiSource
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-def library(tmp_path_factory):
-    try:
-        return build_fake_library(cache_dir=str(tmp_path_factory.mktemp("fake-dcmi")))
-    except FakeDcmiBuildError as exc:
-        pytest.skip(str(exc))
 
 
 @pytest.fixture
