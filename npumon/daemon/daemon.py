@@ -25,6 +25,8 @@ import threading
 import time
 from typing import Callable, Dict, List, Optional, Tuple
 
+from prometheus_client.registry import CollectorRegistry
+
 from ..config.errors import ConfigError
 from ..config.schema import Config
 from ..model import SourceStatus
@@ -75,30 +77,48 @@ class Daemon:
         self.scheduler = self.jobs.scheduler
         node = resolve_node_label(config.exporter.node_label)
         self.registry = build_registry(self.view, npu_exporter_compat=config.exporter.npu_exporter_compat, node=node)
-        self.web = self._web_server(config)
+        security = self._web_security(config)
+        self.web = self._web_server(config, security)
         self.registry.register(HttpStatsCollector(lambda: self.web.stats))
-        self.npu_exporter_web = self._npu_exporter_web_server(config, node)
+        self.npu_exporter_web = self._npu_exporter_web_server(config, node, security)
         self.collection = SourceSet(config, target)
         self.registry.register(CallStatsCollector(lambda: self.collection.npu_smi.stats))
         self.events = None  # the event history, when the config keeps one (set by its service)
         self.services: List[Service] = []  # started by start(), once the port is ours
         self._service_collectors: Dict[int, List[object]] = {}
 
-    def _web_server(self, config: Config) -> WebServer:
-        exporter = config.exporter
-        listen = self._listen or exporter.listen
+    def _web_server(self, config: Config, security: Optional[WebSecurity]) -> WebServer:
+        listen = self._listen or config.exporter.listen
         try:
             parse_listen(listen)
         except WebServerError as exc:
             raise StartupError("{}: {}".format(self._listen_origin(), exc)) from None
-        security = self._web_security(config)
+        # the listen address is fine: a failure now is the TLS files'
+        return self._listener(config, listen, self.registry, security, "exporter.tls_cert_file")
+
+    def _npu_exporter_web_server(self, config: Config, node: Optional[str],
+                                 security: Optional[WebSecurity]) -> Optional[WebServer]:
+        """exporter.npu_exporter_listen: npu-exporter's families alone, where a scrape config made for
+        npu-exporter looks (its default port is 8082, its path /metrics). As exposed as the main listener, so
+        under the same limits and web config."""
+        listen = config.exporter.npu_exporter_listen
+        if listen is None:
+            return None
+        registry = build_registry(self.view, node=node, only_npu_exporter=True)
+        return self._listener(config, listen, registry, security, "exporter.npu_exporter_listen")
+
+    def _listener(self, config: Config, listen: str, registry: CollectorRegistry, security: Optional[WebSecurity],
+                  blamed_key: str) -> WebServer:
+        """A web server with the exporter's TLS files, limits and web config; its failure to start blames
+        `blamed_key` in one line."""
+        exporter = config.exporter
         try:
-            return WebServer(listen, self.registry, self.status, self.health,
+            return WebServer(listen, registry, self.status, self.health,
                              tls_cert=exporter.tls_cert_file, tls_key=exporter.tls_key_file,
                              client_timeout=exporter.request_timeout_seconds, workers=exporter.http_workers,
                              max_connections=exporter.max_connections, security=security)
-        except WebServerError as exc:  # the listen address is fine: it is the TLS files
-            raise StartupError("{}: exporter.tls_cert_file: {}".format(config.source, exc)) from None
+        except WebServerError as exc:
+            raise StartupError("{}: {}: {}".format(config.source, blamed_key, exc)) from None
 
     def _web_security(self, config: Config) -> Optional[WebSecurity]:
         """The web config file's settings (--web-config-file, else exporter.web_config_file), read again on
@@ -111,24 +131,6 @@ class Daemon:
             raise StartupError("{}: exporter.tls_cert_file: TLS is set both here and in the web config {}; "
                                "keep one".format(config.source, path))
         return security
-
-    def _npu_exporter_web_server(self, config: Config, node: Optional[str]) -> Optional[WebServer]:
-        """exporter.npu_exporter_listen: npu-exporter's families alone, where a scrape config made for
-        npu-exporter looks (its default port is 8082, its path /metrics). As exposed as the main listener, so
-        under the same limits and web config."""
-        listen = config.exporter.npu_exporter_listen
-        if listen is None:
-            return None
-        registry = build_registry(self.view, node=node, only_npu_exporter=True)
-        security = self._web_security(config)
-        try:
-            exporter = config.exporter
-            return WebServer(listen, registry, self.status, self.health,
-                             tls_cert=exporter.tls_cert_file, tls_key=exporter.tls_key_file,
-                             client_timeout=exporter.request_timeout_seconds, workers=exporter.http_workers,
-                             max_connections=exporter.max_connections, security=security)
-        except WebServerError as exc:
-            raise StartupError("{}: exporter.npu_exporter_listen: {}".format(config.source, exc)) from None
 
     def _listen_origin(self) -> str:
         """Where the listen address came from, for error messages."""
