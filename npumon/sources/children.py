@@ -24,7 +24,7 @@ import itertools
 import os
 import signal
 import threading
-from typing import Dict, Iterable, Optional, Set
+from typing import Dict, Iterable, List, Optional, Set
 
 CALL_MARKER_ENV = "NPUMON_CALL"
 # A call's processes may still fork while they are being killed: look this many times at most.
@@ -56,12 +56,7 @@ def kill_orphaned_calls() -> int:
 
 def _call_maker(pid: int, prefix: bytes) -> Optional[int]:
     """The pid of the npumon that made the call this process belongs to, from its marker; None if unmarked."""
-    try:
-        with open("/proc/{}/environ".format(pid), "rb") as handle:
-            variables = handle.read().split(b"\0")
-    except OSError:
-        return None
-    for variable in variables:
+    for variable in _environment(pid):
         if variable.startswith(prefix):
             maker = variable[len(prefix):].split(b".", 1)[0]
             return int(maker) if maker.isdigit() else None
@@ -144,11 +139,16 @@ def _parent_of(pid: int) -> Optional[int]:
 
 
 def _has_in_environment(pid: int, needle: bytes) -> bool:
+    return needle in _environment(pid)
+
+
+def _environment(pid: int) -> List[bytes]:
+    """A process's environment as `NAME=value` entries; empty for another user's process, or one gone."""
     try:
         with open("/proc/{}/environ".format(pid), "rb") as handle:
-            return needle in handle.read().split(b"\0")
+            return handle.read().split(b"\0")
     except OSError:
-        return False  # another user's process, or gone
+        return []
 
 
 def _descendants(root: int, parents: Dict[int, int]) -> Set[int]:
