@@ -260,6 +260,8 @@ def test_headers_go_on_the_handlers_errors_and_the_servers_own_503(serve):
         raw.sendall(b"GET / / HTTP/1.0\r\n\r\n")  # the handler's own 400
         answer = read_answer(raw)
     assert answer.startswith(b"HTTP/1.0 400") and b"\r\nX-Frame-Options: deny\r\n" in answer
+    # the 400's connection gone first, so "one open" below is the idle one and not that one lingering
+    assert wait_for(lambda: server.stats.snapshot()["open"] == 0)
     with socket.create_connection(("127.0.0.1", server.port), timeout=5) as idle:  # holds the one connection
         assert wait_for(lambda: server.stats.snapshot()["open"] == 1)
         refused = requests.get(url(server, "/metrics"), timeout=5)  # at the cap, answered by the loop
