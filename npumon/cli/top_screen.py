@@ -36,6 +36,10 @@ def key_name(code: int) -> Optional[str]:
 
 def run_screen(feed, state: ViewState, history: History, origin: str, unicode: bool) -> None:
     os.environ.setdefault("ESCDELAY", "25")  # Esc alone must not wait a second for a key sequence
+    # LINES/COLUMNS inherited from a parent (a test runner, a script) would pin curses to that size and make it
+    # miss every resize: the terminal itself says how big it is.
+    for name in ("LINES", "COLUMNS"):
+        os.environ.pop(name, None)
     feed.start()
     curses.wrapper(_loop, feed, state, history, origin, unicode)
 

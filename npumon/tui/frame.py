@@ -114,7 +114,7 @@ def _findings(findings: Sequence[Dict[str, Any]], width: int, only: Optional[str
         severity = str(finding.get("severity") or "?")
         tag = severity.upper() + (" (shadow)" if finding.get("shadow") else "")
         style = severity if severity in ("critical", "warning") and not finding.get("shadow") else ""
-        lines.append(("  {:<9} {:<12} {}: {}".format(tag, finding.get("subject"), finding.get("rule"),
+        lines.append(("  {:<9} {:<12} {}: {}".format(tag, str(finding.get("subject")), finding.get("rule"),
                                                      finding.get("summary")), style))
         if finding.get("hint"):
             wrapped = textwrap.wrap("hint: " + str(finding["hint"]), max(20, width - len(HINT_INDENT)))

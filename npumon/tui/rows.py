@@ -152,7 +152,7 @@ def columns(chips: Sequence[Chip], width: int) -> List[Tuple[str, int]]:
     4..22 characters each, and drop to bare percentages on narrow screens."""
     fixed = [("NPU", 4), ("CHIP", 4), ("NAME", 8), ("HEALTH", 8), ("TEMP", 5), ("POWER", 7)]
     tail = [("HBM USED", 11), ("PROC", 4)] + ([("PODS", 16)] if has_pods(chips) else []) + [
-        ("NET", 8), ("PROBE", 12)]
+        ("NET", 16), ("PROBE", 20)]
     used = sum(w + 1 for _, w in fixed + tail)
     bar_width = max(4, min(22, (width - used) // 3 - 1))
     return fixed + [("AICORE", bar_width), ("VECTOR", bar_width), ("HBM BW", bar_width)] + tail
