@@ -134,14 +134,12 @@ class LocalFeed(_Feed):
 
     def __init__(self, config: Config, target: Target, engine, interval: float, probe: bool,
                  one_pass: bool = False) -> None:
-        """`one_pass` (--once): one quick pass as `npumon check` makes it, with its concurrency."""
+        """`one_pass` (--once): one quick pass as `npumon check` makes it."""
         super().__init__(interval)
         skip = () if probe else ("probe",)
-        if one_pass:
-            self.collection = SourceSet(config, target, skip=skip, quick_pass=True, one_pass=True,
-                                        max_concurrent=config.check_max_concurrent)
-        else:
-            self.collection = SourceSet(config, target, skip=skip)
+        # someone is watching: npu-smi calls at a time as `npumon check` makes them, not as few as the daemon
+        self.collection = SourceSet(config, target, skip=skip, quick_pass=one_pass, one_pass=one_pass,
+                                    max_concurrent=config.check_max_concurrent)
         self.engine = engine
         self._last_started: Dict[str, float] = {}
         self._running: Dict[str, threading.Thread] = {}

@@ -159,6 +159,7 @@ def _detail(document: Dict[str, Any], key: Tuple[int, int], history: History, wi
             ("  network {}  probe {}  pods {}".format(rows.net_cell(chip), rows.probe_cell(chip),
                                                       ", ".join(rows.pod_name(p) for p in chip.get("pods") or [])
                                                       or "-"), "")]
+    head.extend(_network_lines(chip.get("network")))
     spark = [("", ""), ("HISTORY (last {} seen by top)".format(widgets.age(history.span_seconds(*key))), "header")]
     for series, title, _ in SERIES:
         values = history.values(key[0], key[1], series)
@@ -183,6 +184,23 @@ def _detail(document: Dict[str, Any], key: Tuple[int, int], history: History, wi
     errors += [("  " + str(text), "") for text in chip.get("error_information") or []]
     findings = [f for f in document.get("findings") or [] if isinstance(f, dict)]
     return [head, spark, procs, errors, _findings(findings, width, only=name)]
+
+
+def _network_lines(network: Any) -> List[Line]:
+    """The RoCE port in a few words: speed, link counters, the latest changes (hccn source; full polls only)."""
+    if not isinstance(network, dict) or network.get("link_status") is None:
+        return []
+    parts = ["  port {}".format(network.get("link_status"))]
+    if network.get("speed_mbps") is not None:
+        parts.append("{:g} Gb/s".format(network["speed_mbps"] / 1000))
+    if network.get("net_health") is not None:
+        parts.append("net health {}".format(network["net_health"]))
+    if network.get("link_up_count") is not None or network.get("link_down_count") is not None:
+        parts.append("link up {} / down {}".format(network.get("link_up_count", "-"), network.get("link_down_count", "-")))
+    changes = [c for c in network.get("link_changes") or [] if isinstance(c, dict)][:3]
+    if changes:
+        parts.append("last changes: " + ", ".join("{} {}".format(c.get("state"), c.get("time")) for c in changes))
+    return [("  ".join(parts), "")]
 
 
 def _prompt(state: ViewState) -> Line:

@@ -186,11 +186,16 @@ def test_detail_shows_processes_error_codes_findings_and_a_history_sparkline():
     base = document()
     base["chips"][0]["error_codes"] = ["A4025021"]
     base["chips"][0]["error_information"] = ["A4025021 HBM multi-bit ECC error"]
+    base["chips"][0]["network"] = {"link_status": "DOWN", "speed_mbps": 200000, "net_health": "Unreachable",
+                                   "link_up_count": 2, "link_down_count": 3,
+                                   "link_changes": [{"time": "2026-01-01T00:00:00Z", "state": "DOWN"}]}
     screen = text(render_frame(base, ViewState(detail=(0, 0)), history, 120, 40, now=NOW, unicode=False))
     assert screen[2].startswith("CHIP npu0/chip0  910B3  health OK")
     line = next(line for line in screen if line.startswith("  temperature C"))
     assert line.endswith(" _=*@ (min 60, max 87)")
     assert any(line.split() == ["100", "vllm", "8.0", "GiB"] for line in screen)
+    assert ("  port DOWN  200 Gb/s  net health Unreachable  link up 2 / down 3  last changes: DOWN "
+            "2026-01-01T00:00:00Z") in screen
     assert "ERROR CODES: A4025021" in screen and "  A4025021 HBM multi-bit ECC error" in screen
     assert any("temperature-critical" in line for line in screen)
     gone = text(render_frame(base, ViewState(detail=(9, 0)), history, 120, 40, now=NOW))
