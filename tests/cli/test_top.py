@@ -159,6 +159,12 @@ def test_live_screen_in_a_terminal_sorts_on_a_key_and_quits_cleanly(tmux):
     assert order != [str(n) for n in range(8)]  # in this scenario chip 0 is not the busiest
     busy = aicore_percentages(screen)
     assert busy == sorted(busy, reverse=True)
+    tmux.run("send-keys", "-t", "top", "Enter")  # the selected (first, busiest) chip's detail
+    screen = tmux.wait_for("the chip detail", lambda s: "HISTORY" in s and "PROCESSES (1)" in s)
+    # (the busiest chip may have changed with the readings since: any chip's detail it is)
+    assert re.search(r"^CHIP npu[0-7]/chip0  910B3  health OK", screen, re.M) and "VLLMEngineCore" in screen
+    tmux.run("send-keys", "-t", "top", "Escape")
+    tmux.wait_for("the chip rows after the detail", lambda s: len(chip_rows(s)) == 8)
     tmux.run("send-keys", "-t", "top", "q")
     tmux.wait_for("the end of top", lambda s: "TOP-ENDED" in s, timeout=15)
     with open(exit_file) as rc:
