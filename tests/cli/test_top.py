@@ -10,7 +10,6 @@ import tempfile
 import time
 
 import pytest
-import requests
 
 CHIP_ROW = re.compile(r"^(\d+)\s+(\d+)\s+910B3\s")
 
