@@ -94,7 +94,8 @@ def cmd_check(args: argparse.Namespace) -> int:
         try:
             write_textfile(args.textfile, build_registry(
                 lambda: view, npu_exporter_compat=config.exporter.npu_exporter_compat,
-                node=resolve_node_label(config.exporter.node_label)))
+                node=resolve_node_label(config.exporter.node_label),
+                process_series_per_chip=config.exporter.process_series_per_chip))
         except TextfileError as exc:
             return _check_unknown(args, str(exc))
     args.exit_code = EXIT_CODES[document["status"]]  # also when a closed pipe cuts the printing short

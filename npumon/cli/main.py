@@ -17,6 +17,7 @@ from .control import add_control_commands
 from .events import add_event_commands
 from .notify import add_notify_commands
 from .run import add_run_commands
+from .top import add_top_command
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -50,6 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version="npumon " + __version__)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     add_check_command(commands)  # `check`: one pass, Nagios exit code
+    add_top_command(commands)  # `top`: the live view
     add_run_commands(commands)  # `run` (the daemon) and `scenarios`
     add_event_commands(commands)  # `events` and `ack`
     add_notify_commands(commands)  # `notify test`

@@ -206,6 +206,8 @@ def _validate(config: Config, node: yaml.Node, path: str) -> None:
         if not config.exporter.npu_exporter_compat:
             problems.append(("exporter.npu_exporter_listen", "needs npu_exporter_compat: true"))
     exporter = config.exporter
+    if not 0 <= exporter.process_series_per_chip <= 1000:
+        problems.append(("exporter.process_series_per_chip", "must be 0..1000 (series per chip)"))
     problems.extend(("exporter." + key, problem) for key, problem in limits_problems(
         exporter.http_workers, exporter.max_connections, exporter.request_timeout_seconds))
     from ..rules.loader import default_params  # late import: the rules package imports model, not config

@@ -53,6 +53,9 @@ class ExporterConfig:
     request_timeout_seconds: float = 10.0
     # exporter-toolkit web config (node_exporter's --web.config.file): TLS, client certificates, basic auth
     web_config_file: Optional[str] = None
+    # npumon_chip_process_memory_bytes: the largest N processes of each chip get a series (pid and name labels
+    # come and go with workloads); the rest are summed in npumon_chip_process_memory_other_bytes. 0: none.
+    process_series_per_chip: int = 10
 
 
 @dataclass(frozen=True)

@@ -76,7 +76,8 @@ class Daemon:
         self.jobs = Jobs()
         self.scheduler = self.jobs.scheduler
         node = resolve_node_label(config.exporter.node_label)
-        self.registry = build_registry(self.view, npu_exporter_compat=config.exporter.npu_exporter_compat, node=node)
+        self.registry = build_registry(self.view, npu_exporter_compat=config.exporter.npu_exporter_compat, node=node,
+                                       process_series_per_chip=config.exporter.process_series_per_chip)
         security = self._web_security(config)
         self.web = self._web_server(config, security)
         self.registry.register(HttpStatsCollector(lambda: self.web.stats))

@@ -10,16 +10,18 @@ built on it keep working.
 """
 
 from dataclasses import dataclass
-from typing import Callable, Dict, Iterable, Iterator, List, Optional
+from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 from prometheus_client.core import Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from .. import __version__
-from ..model import HEALTH_STATES, ChipSample, Finding, Snapshot, SourceStatus
+from ..config.schema import ExporterConfig
+from ..model import HEALTH_STATES, ChipSample, Finding, ProcessSample, Snapshot, SourceStatus
 from ..sources import registry
 from . import npu_exporter
 from .families import Families, MetricSpec
+from .report import processes_by_memory
 
 
 @dataclass
@@ -60,6 +62,12 @@ CORE_METRICS = (  # the chip records and the daemon itself; each source declares
                "ECC errors counted by the driver (a gauge: npu-smi can clear the count)."),
     MetricSpec("npumon_chip_ecc_isolated_pages", CHIP + ("memory",), "Memory pages isolated after ECC errors."),
     MetricSpec("npumon_chip_processes", CHIP, "Processes npu-smi lists on the chip."),
+    MetricSpec("npumon_chip_process_memory_bytes", CHIP + ("pid", "name"),
+               "Chip memory a process holds, as npu-smi's process table lists it; only the chip's largest "
+               "exporter.process_series_per_chip processes get a series."),
+    MetricSpec("npumon_chip_process_memory_other_bytes", CHIP,
+               "Chip memory held by the chip's processes beyond the largest exporter.process_series_per_chip "
+               "(0 when every process has its own series); only on chips with processes."),
     MetricSpec("npumon_finding_active", ("rule", "severity", "subject"),
                "1 for each active finding of a rule that notifies."),
     MetricSpec("npumon_finding_shadow", ("rule", "severity", "subject"),
@@ -96,20 +104,27 @@ UTILIZATION_ENGINES = (
 )
 
 
+# exporter.process_series_per_chip: a chip's processes with a series of their own (the largest by memory); the
+# pid and name labels come and go with workloads, so this bounds the series a busy host adds per chip.
+DEFAULT_PROCESS_SERIES_PER_CHIP = ExporterConfig.process_series_per_chip
+
+
 def render_families(view: ExporterView, npu_exporter_compat: bool = False, node: Optional[str] = None,
-                    only_npu_exporter: bool = False) -> List[Metric]:
+                    only_npu_exporter: bool = False,
+                    process_series_per_chip: int = DEFAULT_PROCESS_SERIES_PER_CHIP) -> List[Metric]:
     """The metric families for one scrape, built from the view alone. `node`: a `node` label on npu-exporter's
-    families; `only_npu_exporter`: those families alone, as npu-exporter's own /metrics serves them."""
+    families; `only_npu_exporter`: those families alone, as npu-exporter's own /metrics serves them;
+    `process_series_per_chip`: how many of a chip's processes get a memory series of their own."""
     out = Families(_specs(node))
     snapshot = view.snapshot
     if not only_npu_exporter:
-        _add_native(out, view)
+        _add_native(out, view, process_series_per_chip)
     if (npu_exporter_compat or only_npu_exporter) and snapshot is not None:
         npu_exporter.render(out, snapshot, node=node, driver_version=view.driver_version)
     return out.families()
 
 
-def _add_native(out: Families, view: ExporterView) -> None:
+def _add_native(out: Families, view: ExporterView, process_series_per_chip: int) -> None:
     out.add("npumon_build_info", 1, (__version__,))
     snapshot = view.snapshot
     if snapshot is not None:
@@ -118,6 +133,7 @@ def _add_native(out: Families, view: ExporterView) -> None:
         driver_version = view.driver_version or snapshot.driver_version or snapshot.host.driver_version
         for chip in snapshot.chips:
             _add_chip(out, chip, driver_version)
+            _add_processes(out, chip, process_series_per_chip)
         for spec in registry.SOURCES:  # each source's own families (host facts, PCIe links, probes, ...)
             if spec.export is not None:
                 spec.export(snapshot, out)
@@ -162,6 +178,23 @@ def _add_chip(out: Families, chip: ChipSample, driver_version: Optional[str]) ->
     out.add("npumon_chip_processes", len(chip.processes), ids)
 
 
+def largest_processes(processes: Sequence[ProcessSample], limit: int) -> Tuple[List[ProcessSample],
+                                                                              List[ProcessSample]]:
+    """(the `limit` largest by memory, the rest), in report.processes_by_memory's stable order."""
+    ordered = processes_by_memory(processes)
+    return ordered[:max(0, limit)], ordered[max(0, limit):]
+
+
+def _add_processes(out: Families, chip: ChipSample, limit: int) -> None:
+    if not chip.processes:
+        return
+    ids = (chip.npu, chip.chip)
+    shown, rest = largest_processes(chip.processes, limit)
+    for process in shown:
+        out.add("npumon_chip_process_memory_bytes", process.memory_bytes, ids + (process.pid, process.name or ""))
+    out.add("npumon_chip_process_memory_other_bytes", sum(p.memory_bytes or 0 for p in rest), ids)
+
+
 def _add_findings(out: Families, findings: Iterable[Finding]) -> None:
     # Shadow findings get their own name so that an alert on npumon_finding_active can never page for a
     # rule that is still on trial, while dashboards can still show what it would have said.
@@ -180,21 +213,25 @@ class SnapshotCollector(Collector):
     """A custom collector: each scrape renders the view `get_view()` returns at that moment."""
 
     def __init__(self, get_view: Callable[[], ExporterView], npu_exporter_compat: bool = False,
-                 node: Optional[str] = None, only_npu_exporter: bool = False) -> None:
+                 node: Optional[str] = None, only_npu_exporter: bool = False,
+                 process_series_per_chip: int = DEFAULT_PROCESS_SERIES_PER_CHIP) -> None:
         self._get_view = get_view
         self._npu_exporter_compat = npu_exporter_compat
         self._node = node
         self._only_npu_exporter = only_npu_exporter
+        self._process_series_per_chip = process_series_per_chip
 
     def collect(self) -> Iterator[Metric]:
         return iter(render_families(self._get_view(), self._npu_exporter_compat, self._node,
-                                    self._only_npu_exporter))
+                                    self._only_npu_exporter, self._process_series_per_chip))
 
 
 def build_registry(get_view: Callable[[], ExporterView], npu_exporter_compat: bool = False,
-                   node: Optional[str] = None, only_npu_exporter: bool = False) -> CollectorRegistry:
+                   node: Optional[str] = None, only_npu_exporter: bool = False,
+                   process_series_per_chip: int = DEFAULT_PROCESS_SERIES_PER_CHIP) -> CollectorRegistry:
     """A registry holding only npumon's collector. No process_/python_ collectors: the same registry feeds
     the textfile, and node_exporter rejects a textfile whose process_* series clash with its own."""
     registry = CollectorRegistry()
-    registry.register(SnapshotCollector(get_view, npu_exporter_compat, node, only_npu_exporter))
+    registry.register(SnapshotCollector(get_view, npu_exporter_compat, node, only_npu_exporter,
+                                        process_series_per_chip))
     return registry

@@ -6,7 +6,7 @@ import dataclasses
 import datetime
 from typing import Any, Dict, List, Optional, Sequence
 
-from ..model import Finding, ProbeSample, Snapshot, chip_json
+from ..model import ChipSample, Finding, ProbeSample, ProcessSample, Snapshot, chip_json
 from ..sources.npusmi.source import TABLE_SOURCE
 
 SCHEMA = "npumon.check/v1"
@@ -170,6 +170,8 @@ def render_table(snapshot: Snapshot, findings: Sequence[Finding]) -> str:
                 _probe_cell(chip.probe),
             ))
         lines.extend(_columns(rows))
+        lines.append("")
+        lines.extend(process_lines(snapshot.chips))
     lines.append("")
     shown = sorted_findings(findings)
     lines.append("FINDINGS" if shown else "FINDINGS: none")
@@ -189,6 +191,30 @@ def render_table(snapshot: Snapshot, findings: Sequence[Finding]) -> str:
         detail = "" if not status.error else " - " + status.error
         lines.append("  {:<16} {}{}{}".format(name, state, took, detail))
     return "\n".join(lines)
+
+
+def processes_by_memory(processes: Sequence[ProcessSample]) -> List[ProcessSample]:
+    """Largest memory first, unknown memory last, equal memory by pid: a stable order from pass to pass."""
+    return sorted(processes, key=lambda p: (p.memory_bytes is None, -(p.memory_bytes or 0), p.pid))
+
+
+def process_lines(chips: Sequence[ChipSample]) -> List[str]:
+    """The PROCESSES section: every process npu-smi lists, per chip, largest memory first."""
+    rows = [("NPU", "CHIP", "PID", "NAME", "MEMORY")]
+    for chip in chips:
+        for process in processes_by_memory(chip.processes):
+            rows.append((str(chip.npu), str(chip.chip), str(process.pid), process.name or "-",
+                         "-" if process.memory_bytes is None else _size(process.memory_bytes)))
+    if len(rows) == 1:
+        return ["PROCESSES: none"]
+    return ["PROCESSES ({})".format(len(rows) - 1)] + ["  " + line for line in _columns(rows)]
+
+
+def _size(size_bytes: int) -> str:
+    """npu-smi prints MiB; GiB from 1 GiB up reads better on 64 GiB chips."""
+    if size_bytes >= 2**30:
+        return "{:.1f} GiB".format(size_bytes / 2**30)
+    return "{:.0f} MiB".format(size_bytes / 2**20)
 
 
 def _fmt(value: Optional[float], pattern: str) -> str:
