@@ -3,7 +3,8 @@ pod-resources API (v1 `List`, and `GetAllocatableResources` where the kubelet se
 
 config.py (the `kubernetes:` section), devices.py (Ascend device-plugin ids -> chips, pure), client.py (one
 bounded gRPC exchange over the unix socket; grpcio is imported only there, lazily), cgroup.py (a process's
-container from /proc/<pid>/cgroup, pure), source.py (the source, its metric families and check --json keys).
+container from /proc/<pid>/cgroup, pure), annotations.py and apiserver.py (the device plugin's pod annotations,
+which name the chips Volcano mounted, from the API server), source.py (the source, its metric families and check --json keys).
 
 podresources_v1.proto is the kubelet's proto (its header says where from); podresources_v1_pb2.py and
 podresources_v1_pb2_grpc.py are generated from it and checked in. They are generated with grpcio-tools 1.62.3

