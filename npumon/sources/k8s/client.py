@@ -81,6 +81,10 @@ def ask_kubelet(path: str, timeout_seconds: float) -> KubeletAnswer:
             try:
                 answer = stub.GetAllocatableResources(pb.AllocatableResourcesRequest(), timeout=left)
                 allocatable = _ascend_devices(answer.devices)
+                if not any(ids for _, ids in allocatable):  # no Ascend device plugin: unknown, not "all unhealthy"
+                    allocatable = None
+                    allocatable_problem = ("GetAllocatableResources lists no Ascend device (is the Ascend device "
+                                           "plugin running?)")
             except grpc.RpcError as exc:
                 if exc.code() != grpc.StatusCode.UNIMPLEMENTED:  # kubelets before 1.21 (or with the gate off)
                     allocatable_problem = "GetAllocatableResources: " + _describe(grpc, exc, left)

@@ -16,6 +16,7 @@ from npumon.sources.k8s.annotations import PodAnnotations, apply_annotations, pa
 from npumon.sources.k8s.devices import PodDevices
 
 A910 = "huawei.com/Ascend910"
+ALL_CHIPS = {A910: ["Ascend910-{}".format(n) for n in range(8)]}  # GetAllocatableResources
 
 
 def test_parse_the_annotations_npumon_uses():
@@ -126,7 +127,7 @@ def test_volcanos_real_chips_replace_the_kubelets_ids(tmp_path, socket_dir, caps
     pytest.importorskip("grpc")
     from kubelet_server import FakeKubelet
     socket = os.path.join(socket_dir, "kubelet.sock")
-    with FakeKubelet(socket, VOLCANO_PODS, {A910: []}), FakeApiServer(POD_LIST) as api:
+    with FakeKubelet(socket, VOLCANO_PODS, ALL_CHIPS), FakeApiServer(POD_LIST) as api:
         document, pods = run_check(tmp_path, socket, api.url, capsys)
     path, headers = api.requests[0]
     assert urlsplit(path).path == "/api/v1/pods"
@@ -147,7 +148,7 @@ def test_an_api_server_that_refuses_leaves_the_kubelets_ids_and_says_why(tmp_pat
     pytest.importorskip("grpc")
     from kubelet_server import FakeKubelet
     socket = os.path.join(socket_dir, "kubelet.sock")
-    with FakeKubelet(socket, VOLCANO_PODS, {A910: []}), FakeApiServer({"kind": "Status"}, status=403) as api:
+    with FakeKubelet(socket, VOLCANO_PODS, ALL_CHIPS), FakeApiServer({"kind": "Status"}, status=403) as api:
         document, pods = run_check(tmp_path, socket, api.url, capsys)
     status = document["sources"]["kubernetes"]
     assert status["ok"] is True

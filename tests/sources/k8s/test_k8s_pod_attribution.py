@@ -104,6 +104,17 @@ def test_without_get_allocatable_the_pods_still_show_and_allocatable_is_null(tmp
     assert {chip["kubelet_allocatable"] for chip in document["chips"]} == {None}
 
 
+def test_a_kubelet_without_the_ascend_device_plugin_gives_no_allocatable_verdict(tmp_path, socket_dir, capsys):
+    socket = os.path.join(socket_dir, "kubelet.sock")
+    with FakeKubelet(socket, PODS[:1], {"example.com/other": ["x-1"], A910: []}):
+        _, document = check_json(capsys, write_config(tmp_path, socket))
+    status = document["sources"]["kubernetes"]
+    assert status["ok"] is True
+    assert status["error"] == "GetAllocatableResources lists no Ascend device (is the Ascend device plugin running?)"
+    assert {chip["kubelet_allocatable"] for chip in document["chips"]} == {None}  # not 8 "unhealthy" chips
+    assert pods_by_chip(document)[0] == [("default", "infer-a", "server")]
+
+
 def test_a_hung_kubelet_costs_one_deadline_and_takes_only_this_source_down(tmp_path, socket_dir, capsys):
     socket = os.path.join(socket_dir, "kubelet.sock")
     with FakeKubelet(socket, PODS, ALLOCATABLE, hang=True):
