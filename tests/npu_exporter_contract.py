@@ -91,12 +91,34 @@ CONTRACT.update({  # the network, RoCE and optical groups (COMPAT.md section 5, 
     "npu_chip_optical_rx_power_3": (L1, "npu interface receive optical-rx-power-3"),
 })
 
+CONTRACT.update({  # the container group (COMPAT.md sections 2 L5 and 5), from the Kubernetes source's pods
+    "npu_container_info": (("npuID",) + L1[1:] + ("containerID", "containerName"),
+                           "the container name and deviceID relationship"),
+    "container_npu_total_memory": (L1, "npu total memory in container, unit is 'MB'"),
+    "container_npu_used_memory": (L1, "the npu used memory in container, unit is 'MB'"),
+    "container_npu_utilization": (L1, "npu ai core utilization in container, unit is '%'"),
+})
+
 VDIE = re.compile(r"[0-9A-F]{8}(-[0-9A-F]{8}){4}\Z")  # npu-exporter's vdie_id: %08X words joined by "-"
 
 
+# Documents that carry rows of the per-product table; a later one's row for a family replaces an earlier one's
+# (docs/kubernetes.md: the container families, served once the Kubernetes source attaches pods).
+MAPPING_TABLE_FILES = ("README.md", os.path.join("docs", "kubernetes.md"))
+
+
 def mapping_table():
-    """The README's per-product table: {family: {product: cell}} for every family its rows name."""
-    with open(os.path.join(REPO, "README.md"), encoding="utf-8") as handle:
+    """The per-product table (README.md, and the rows the docs add): {family: {product: cell}}."""
+    table = {}
+    for name in MAPPING_TABLE_FILES:
+        path = os.path.join(REPO, name)
+        if os.path.exists(path) or name == "README.md":
+            table.update(_mapping_rows(path))
+    return table
+
+
+def _mapping_rows(path):
+    with open(path, encoding="utf-8") as handle:
         lines = handle.read().splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("| family | `atlas-800i-a2`"))
     products = re.findall(r"`([a-z0-9-]+)`", lines[start])

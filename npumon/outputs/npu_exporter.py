@@ -7,8 +7,9 @@ which chip family is npu-exporter's choice too: it has no DDR group on 910B/A3/9
 family, so neither does this. A value npu-smi did not print gives no sample, as a failed DCMI call does there.
 
 Differences that cannot be helped: no explicit timestamps (npumon serves every sample untimestamped), the
-container labels stay empty (no container attribution yet), and values npu-smi cannot give are left out
-(PCIe bandwidth, container and vNPU families; the README's mapping table lists them). The network, RoCE
+container labels come from the kubelet's pod-resources API (the Kubernetes source; empty without it, see
+npu_exporter_container.py), and values npu-smi cannot give are left out (PCIe bandwidth and vNPU families;
+the README's mapping table lists them). The network, RoCE
 and optical families come from hccn_tool (npu_exporter_network.py).
 """
 
@@ -19,6 +20,7 @@ from typing import Dict, List, Optional, Sequence
 from .. import __version__
 from ..model import MIB, ChipSample, Snapshot
 from .families import Families, MetricSpec
+from .npu_exporter_container import container_metrics, pod_labels, process_container, render_containers
 from .npu_exporter_network import network_metrics, render_network
 
 # npu-exporter's label sets (COMPAT.md section 2): L1, LN (model_name renamed name), L2 (processes).
@@ -84,7 +86,7 @@ BASE_METRICS = (
     _chip("npu_chip_info_hbm_ecc_total_double_bit_error_cnt", "HBM Double Bit Aggregate Total Err Cnt"),
     _chip("npu_chip_info_hbm_ecc_single_bit_isolated_pages_cnt", "HBM Single Bit Isolated Pages Count"),
     _chip("npu_chip_info_hbm_ecc_double_bit_isolated_pages_cnt", "HBM Double Bit Isolated Pages Count"),
-) + network_metrics(CHIP_LABELS)  # the network, RoCE and optical groups (npu_exporter_network.py)
+) + network_metrics(CHIP_LABELS) + container_metrics(CHIP_LABELS)  # npu_exporter_network.py, _container.py
 
 NODE_LABEL = "node"
 
@@ -194,8 +196,8 @@ def render(out: Families, snapshot: Snapshot, node: Optional[str] = None,
 
 def chip_labels(chip: ChipSample, position: int) -> tuple:
     """L1 for one chip: model_name falls back to npu-smi's name until `-t board -c` has been read."""
-    return (chip_id(chip, position), chip.model_name or chip.name, chip.vdie_id or "", chip.bus_id or "",
-            "", "", "")
+    return (chip_id(chip, position), chip.model_name or chip.name, chip.vdie_id or "", chip.bus_id or "") + \
+        pod_labels(chip)
 
 
 def _add_chip(out: Families, chip: ChipSample, position: int, extra: tuple) -> None:
@@ -217,10 +219,13 @@ def _add_chip(out: Families, chip: ChipSample, position: int, extra: tuple) -> N
     out.add("npu_chip_info_aicore_current_freq", chip.aicore_freq_mhz, series_labels)
     out.add("npu_chip_info_process_info_num", len(chip.processes), series_labels)
     for process in chip.processes:
-        out.add("npu_chip_info_process_info", _mib(process.memory_bytes), labels + (process.pid, "") + extra)
+        container_id, container_name = process_container(chip, process.pid)
+        out.add("npu_chip_info_process_info", _mib(process.memory_bytes),
+                labels[:-1] + (container_name, process.pid, container_id) + extra)
     _add_utilization(out, chip, family, series_labels)
     _add_memory(out, chip, family, series_labels)
     render_network(out, chip.extra.get("network"), series_labels)
+    render_containers(out, chip, labels, extra, family in HBM_FAMILIES, _percent(chip.aicore_ratio))
 
 
 def _add_utilization(out: Families, chip: ChipSample, family: Optional[str], labels: tuple) -> None:

@@ -9,6 +9,7 @@ from .ambient import SPEC as AMBIENT
 from .dcmi.source import SPEC as DCMI
 from .hccn.source import SPEC as HCCN
 from .host.source import SPEC as HOST
+from .k8s.source import SPEC as KUBERNETES
 from .kmsg.source import SPEC as KMSG
 from .npusmi.source import SPEC as NPU_SMI
 from .probe.source import SPEC as PROBE
@@ -23,4 +24,5 @@ SOURCES = (
     PROBE,  # the liveness probe on the NPU
     KMSG,  # the Ascend driver's fault lines in the kernel log
     HCCN,  # the NPUs' RoCE ports through hccn_tool (per chip, by the physical id the chips above carry)
+    KUBERNETES,  # which pod holds each chip, from the kubelet's pod-resources socket (on where it exists)
 )

@@ -48,9 +48,10 @@ DRIVER_FAULT = {"fault_class": "heartbeat_lost", "kind": "device", "repair_actio
                 "window_count": 3}
 
 
-def rich_snapshot():
+def rich_snapshot(pods=False):
     """Four chips covering a full 910B chip, a 310P-like chip, an A3 die with nothing known and a chip
-    without any id, plus a host with NUMA, device files and version files, and three kinds of sources."""
+    without any id, plus a host with NUMA, device files and version files, and three kinds of sources.
+    `pods`: the last chip also carries what the Kubernetes source adds (sources/k8s), one pod."""
     chip_a = ChipSample(
         npu=0, chip=0, name="910B3", health="OK", bus_id="0000:C1:00.0", device_id=0,
         temperature_celsius=41.0, power_watts=93.5,
@@ -102,6 +103,12 @@ def rich_snapshot():
     )
     chip_c = ChipSample(npu=2, chip=1, phy_id=3)
     chip_d = ChipSample(npu=3, chip=0, name="910B3", health="UNKNOWN", temperature_celsius=40.0)
+    if pods:  # with what the container families read: HBM and AI Core utilisation
+        chip_d.hbm_total_bytes, chip_d.hbm_used_bytes, chip_d.aicore_ratio = 65536 * MIB, 1024 * MIB, 0.5
+        chip_d.extra.update(pods=[{"namespace": "ns", "pod": "p", "container": "c", "resource": "huawei.com/Ascend910",
+                                   "device_ids": ["Ascend910-3"]}], kubelet_allocatable=True,
+                            process_containers=[{"pid": 7, "container_id": "a" * 64, "pod_uid": None, "namespace": "ns",
+                                                 "pod": "p", "container": "c"}])
     host = HostSample(
         hostname="atlas-01", cpu_ratio=0.25, memory_total_bytes=512 * 1024 ** 3,
         memory_available_bytes=400 * 1024 ** 3,
@@ -403,7 +410,8 @@ def test_compat_is_off_by_default():
     assert all(name.startswith("npumon_") for name in names)
 
 
-def test_every_declared_metric_is_rendered_by_the_rich_snapshot(rich):
+def test_every_declared_metric_is_rendered_by_the_rich_snapshot():
+    rich = samples(render(ExporterView(snapshot=rich_snapshot(pods=True), findings=FINDINGS), compat=True))
     rendered = {name for name, _ in rich}
     declared = {spec.name for spec in NATIVE_METRICS + COMPAT_METRICS}
     assert declared - rendered == set()
@@ -504,7 +512,7 @@ def test_textfile_name_must_be_a_plain_prom_file(tmp_path, name):
 
 def test_openmetrics_rendering_parses():
     """Prometheus asks for OpenMetrics first; the same families must survive that encoder too."""
-    registry = build_registry(lambda: ExporterView(snapshot=rich_snapshot(), findings=FINDINGS), True)
+    registry = build_registry(lambda: ExporterView(snapshot=rich_snapshot(pods=True), findings=FINDINGS), True)
     text = generate_openmetrics(registry).decode("utf-8")
     assert {family.name for family in parse_openmetrics(text)} == \
         {spec.name for spec in NATIVE_METRICS + COMPAT_METRICS}

@@ -35,6 +35,7 @@ control: {ambient: {sensor: hwmon, hwmon_name: nothing-here}}
 faults: {kmsg: true}
 collect: {backend: dcmi}
 npu_smi_timeout_seconds: 2
+kubernetes: {enabled: true, socket: /nonexistent/kubelet.sock, timeout_seconds: 0.5}
 """
 
 

@@ -1,0 +1,121 @@
+"""One bounded exchange with the kubelet's pod-resources API over its unix socket.
+
+grpcio and protobuf come with the optional extra `npumon[k8s]` and are imported here, on first use, so npumon
+without them works and this source says what is missing. A fresh channel per poll, closed after it (as the
+Ascend device plugin and dcgm-exporter do): a kubelet restart re-creates the socket, which is why a pod
+mounts its directory rather than the file. Both calls share one deadline; nothing is retried inside a poll.
+"""
+
+import os
+import stat
+import time
+from dataclasses import dataclass
+from typing import List, Optional, Tuple
+
+from .devices import PodDevices, is_ascend_resource
+
+GRPC_MISSING = "grpcio not installed (pip install 'npumon[k8s]')"
+MAX_MESSAGE_BYTES = 16 * 1024 * 1024  # as the Ascend device plugin's client
+
+
+class PodResourcesError(Exception):
+    """A one-line reason the kubelet gave no pod list."""
+
+
+@dataclass(frozen=True)
+class KubeletAnswer:
+    containers: Tuple[PodDevices, ...]  # the containers that hold Ascend devices
+    pods: int  # all pods listed
+    # GetAllocatableResources' Ascend devices; None where the kubelet does not serve it (or it failed)
+    allocatable: Optional[Tuple[Tuple[str, Tuple[str, ...]], ...]]
+    allocatable_problem: Optional[str] = None
+
+
+def _modules():
+    try:
+        import grpc  # noqa: PLC0415 - optional dependency
+        from . import podresources_v1_pb2, podresources_v1_pb2_grpc  # noqa: PLC0415 - needs protobuf
+    except ImportError:
+        raise PodResourcesError(GRPC_MISSING) from None
+    return grpc, podresources_v1_pb2, podresources_v1_pb2_grpc
+
+
+def grpc_available() -> bool:
+    try:
+        _modules()
+    except PodResourcesError:
+        return False
+    return True
+
+
+def socket_problem(path: str) -> Optional[str]:
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return "no kubelet pod-resources socket at {} (is /var/lib/kubelet/pod-resources mounted?)".format(path)
+    except OSError as exc:
+        return "cannot reach {}: {}".format(path, exc.strerror or exc)
+    if not stat.S_ISSOCK(mode):
+        return "{} is not a socket".format(path)
+    return None
+
+
+def ask_kubelet(path: str, timeout_seconds: float) -> KubeletAnswer:
+    """List (and GetAllocatableResources, with the time left) within timeout_seconds; raises PodResourcesError."""
+    grpc, pb, pb_grpc = _modules()
+    problem = socket_problem(path)
+    if problem is not None:
+        raise PodResourcesError(problem)
+    deadline = time.monotonic() + timeout_seconds
+    channel = grpc.insecure_channel("unix://" + path, options=[
+        ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES), ("grpc.enable_retries", 0)])
+    try:
+        stub = pb_grpc.PodResourcesListerStub(channel)
+        try:
+            listed = stub.List(pb.ListPodResourcesRequest(), timeout=timeout_seconds)
+        except grpc.RpcError as exc:
+            raise PodResourcesError("List: " + _describe(grpc, exc, timeout_seconds)) from None
+        allocatable, allocatable_problem = None, None
+        left = deadline - time.monotonic()
+        if left > 0:
+            try:
+                answer = stub.GetAllocatableResources(pb.AllocatableResourcesRequest(), timeout=left)
+                allocatable = _ascend_devices(answer.devices)
+                if not any(ids for _, ids in allocatable):  # no Ascend device plugin: unknown, not "all unhealthy"
+                    allocatable = None
+                    allocatable_problem = ("GetAllocatableResources lists no Ascend device (is the Ascend device "
+                                           "plugin running?)")
+            except grpc.RpcError as exc:
+                if exc.code() != grpc.StatusCode.UNIMPLEMENTED:  # kubelets before 1.21 (or with the gate off)
+                    allocatable_problem = "GetAllocatableResources: " + _describe(grpc, exc, left)
+        else:
+            allocatable_problem = "GetAllocatableResources: no time left after List"
+    finally:
+        channel.close()
+    return KubeletAnswer(containers=_containers(listed), pods=len(listed.pod_resources), allocatable=allocatable,
+                         allocatable_problem=allocatable_problem)
+
+
+def _ascend_devices(devices) -> Tuple[Tuple[str, Tuple[str, ...]], ...]:
+    return tuple((device.resource_name, tuple(device.device_ids)) for device in devices
+                 if is_ascend_resource(device.resource_name))
+
+
+def _containers(listed) -> Tuple[PodDevices, ...]:
+    found: List[PodDevices] = []
+    for pod in listed.pod_resources:
+        for container in pod.containers:
+            devices = _ascend_devices(container.devices)
+            if devices:
+                found.append(PodDevices(pod.namespace, pod.name, container.name, devices))
+    return tuple(found)
+
+
+def _describe(grpc, exc, timeout_seconds: float) -> str:
+    code = exc.code()
+    if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+        return "no answer within {:g}s".format(timeout_seconds)
+    details = " ".join(str(exc.details() or "").split())[:160]
+    if code == grpc.StatusCode.UNAVAILABLE:
+        return "kubelet not answering on the socket ({})".format(details or "unavailable")
+    return "{} {}".format(code.name if code is not None else "error", details).strip()
