@@ -85,11 +85,19 @@ def chip_facts(chip: ChipSample, host: HostSample) -> Facts:
         # how much less free memory the runtime sees than npu-smi, and that as a share of the memory
         "runtime_hbm_shortfall_bytes": shortfall,
         "runtime_hbm_shortfall_ratio": None if shortfall is None or not runtime_total else shortfall / runtime_total,
+        "runtime_hbm_text": _memory_text(runtime_free, runtime_total, smi_free),
         "runtime_unsupported": sorted(name for name, entry in values.items() if entry.get("status") == UNSUPPORTED),
         "runtime_errors": "; ".join("{} {}".format(entry["source"], entry.get("error", "failed"))
                                     for entry in values.values() if entry.get("status") == "error") or "none",
     })
     return facts
+
+
+def _memory_text(runtime_free: Optional[int], runtime_total: Optional[int], smi_free: Optional[int]) -> str:
+    if runtime_free is None or smi_free is None:
+        return "n/a"
+    return "the runtime sees {:.1f} GiB free of {} GiB, npu-smi {:.1f} GiB".format(
+        runtime_free / 2**30, "?" if not runtime_total else "{:.1f}".format(runtime_total / 2**30), smi_free / 2**30)
 
 
 def host_facts(snapshot: Snapshot) -> Facts:
@@ -131,6 +139,25 @@ def driver_mismatch(snapshot: Snapshot) -> "tuple":
                                     else "driver/version.info unreadable")
 
 
+# -- the check table ----------------------------------------------------------------------------------------
+
+
+def runtime_cell(chip: ChipSample) -> str:
+    """The check table's RUNTIME column, beside PROBE: what the runtime reports, `Ascend910B3 7.7G free cube
+    53%` (cube only where this pyACL reports it), `-` while the probe has not asked."""
+    values = runtime_values(chip)
+    if not values:
+        return "-"
+    cells = [value_of(values, "soc_name") or "?"]
+    free = value_of(values, "hbm_free_bytes")
+    if free is not None:
+        cells.append("{:.1f}G free".format(free / 2**30))
+    cube = value_of(values, "cube_ratio")
+    if cube is not None:
+        cells.append("cube {:.0%}".format(cube))
+    return " ".join(cells)
+
+
 # -- metrics -----------------------------------------------------------------------------------------------
 
 CHIP = ("npu", "chip")
@@ -144,7 +171,7 @@ METRICS = (
                "Total device memory as the ACL runtime sees it (acl.rt.get_mem_info; DDR on 310P / 310B)."),
     MetricSpec("npumon_chip_runtime_info", CHIP + ("soc_name", "acl_version", "runtime_version", "driver_version"),
                "What the ACL runtime reports about the chip, value 1; empty labels where it does not say."),
-    MetricSpec("npumon_runtime_device_count", (),
+    MetricSpec("npumon_runtime_devices", (),
                "Devices the ACL runtime sees (acl.rt.get_device_count), fewest any probe of this host reported."),
 )
 
@@ -161,4 +188,4 @@ def export(snapshot: Snapshot, out: Families) -> None:
         out.add("npumon_chip_runtime_hbm_total_bytes", value_of(values, "hbm_total_bytes"), ids)
         out.add("npumon_chip_runtime_info", 1, ids + tuple(value_of(values, name) for name in (
             "soc_name", "acl_version", "runtime_version", "driver_version")))
-    out.add("npumon_runtime_device_count", host_facts(snapshot)["runtime_device_count"])
+    out.add("npumon_runtime_devices", host_facts(snapshot)["runtime_device_count"])
