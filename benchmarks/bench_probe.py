@@ -5,13 +5,18 @@ Part 1, one probe round: ProbeSource.probe_due() over every chip of a simulated 
 at a time). Measured per round: wall time, CPU time of the daemon process itself (all its threads:
 starting children, reading their output, bookkeeping) and CPU time of the probe children.
 
+Part 1 runs once with the runtime facts (probe.runtime_facts, the default: device count, SoC name, versions,
+memory, utilisation and core counts asked in the same child) and, with --compare-runtime-facts, once
+without them, to show what the added queries cost.
+
 Part 2, the poll tiers: the real Daemon against the same simulated host, once without the probe and once
 with it at a compressed interval (default 30 s instead of 300 s, so that the run holds several rounds).
 Measured: how late the main-table job starts against its schedule (APScheduler submission time minus
 scheduled time), how long the table job takes (npu-smi info + rules), and the daemon's CPU time.
 
     python benchmarks/bench_probe.py [--product atlas-a3] [--rounds 5] [--daemon-seconds 120]
-                                     [--probe-interval 30] [--table-seconds 2]
+                                     [--probe-interval 30] [--table-seconds 2] [--compare-runtime-facts]
+                                     [--no-daemon]
 
 The simulated pyACL answers in microseconds, so part 1 measures the probe machinery (process start,
 Python and module imports, JSON), not a real NPU: on hardware acl.init and set_device add their own time.
@@ -30,6 +35,8 @@ from typing import Dict, List
 
 from apscheduler.events import EVENT_JOB_SUBMITTED
 
+from npumon.model import HostSample
+from npumon.sources.base import Parts
 from npumon.sources.target import Target
 from npumon.config.schema import Config, PollConfig
 from npumon.daemon.daemon import Daemon
@@ -58,14 +65,14 @@ def summary(values: List[float], unit_scale: float = 1000.0, unit: str = "ms") -
         len(values), u=unit)
 
 
-def probe_rounds(target: Target, rounds: int, max_concurrent: int) -> None:
-    config = Config(probe=ProbeConfig(max_concurrent=max_concurrent))
+def probe_rounds(target: Target, rounds: int, max_concurrent: int, runtime_facts: bool = True) -> None:
+    config = Config(probe=ProbeConfig(max_concurrent=max_concurrent, runtime_facts=runtime_facts))
     table = NpuSmiSource(CommandRunner(target.npu_smi_argv, 10.0, 2, env=target.env))
     table.poll_table()
     chip_list = table.chips(time.time(), 600.0)
     now = [time.time()]
     source = ProbeSource(config, target, clock=lambda: now[0], rng=random.Random(1))
-    walls, own, children = [], [], []
+    walls, own, children, query_stages = [], [], [], []
     for _ in range(rounds + 1):
         own_before, children_before = cpu_seconds(resource.RUSAGE_SELF), cpu_seconds(resource.RUSAGE_CHILDREN)
         started = time.perf_counter()
@@ -75,13 +82,20 @@ def probe_rounds(target: Target, rounds: int, max_concurrent: int) -> None:
         children.append(cpu_seconds(resource.RUSAGE_CHILDREN) - children_before)
         status = source.status(now[0])
         assert status.ok, status
+        probed = source.contribute(Parts(time=now[0], host=HostSample(), chips=tuple(chip_list)), now[0]).chips
+        # the child's own time in the stages that hold the runtime queries (init and mem_info)
+        query_stages.extend(sum(chip.probe.stage_seconds.get(stage, 0.0) for stage in ("init", "mem_info"))
+                            for chip in probed if chip.probe is not None)
+        with_facts = sum(1 for chip in probed if "runtime" in chip.extra)
+        assert with_facts == (len(chip_list) if runtime_facts else 0), with_facts
         now[0] += 10 * config.probe.interval_seconds  # every chip is due again
-    print("part 1: {} chips, max_concurrent {}, {} rounds after a first one".format(
-        len(chip_list), max_concurrent, rounds))
+    print("part 1: {} chips, max_concurrent {}, {} rounds after a first one, runtime facts {}".format(
+        len(chip_list), max_concurrent, rounds, "on" if runtime_facts else "off"))
     print("  round wall:            {}".format(summary(walls[1:], 1.0, "s")))
     print("  daemon CPU per round:  {}".format(summary(own[1:])))
     print("  daemon CPU per chip:   {:.1f} ms".format(statistics.median(own[1:]) / len(chip_list) * 1000))
     print("  children CPU per round: {}".format(summary(children[1:], 1.0, "s")))
+    print("  child init + mem_info stages per chip: {}".format(summary(query_stages[len(chip_list):])))
     source.close()
 
 
@@ -124,6 +138,9 @@ def main() -> int:
     parser.add_argument("--daemon-seconds", type=float, default=120.0)
     parser.add_argument("--probe-interval", type=float, default=30.0)
     parser.add_argument("--table-seconds", type=float, default=2.0)
+    parser.add_argument("--compare-runtime-facts", action="store_true",
+                        help="part 1 also without probe.runtime_facts, after the run with them")
+    parser.add_argument("--no-daemon", action="store_true", help="part 1 only")
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="npumon-bench-probe-") as work:
@@ -131,6 +148,11 @@ def main() -> int:
         target = Target(sim.npu_smi_argv, sim.env, sim.root, simulated=True)
         print("load average before: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
         probe_rounds(target, args.rounds, args.max_concurrent)
+        if args.compare_runtime_facts:
+            probe_rounds(target, args.rounds, args.max_concurrent, runtime_facts=False)
+        if args.no_daemon:
+            print("load average after: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
+            return 0
         runs = {}
         for label, probe in (("without probe", ProbeConfig(enabled=False)),
                              ("with probe", ProbeConfig(interval_seconds=args.probe_interval, jitter_seconds=0.0,

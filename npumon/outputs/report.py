@@ -8,6 +8,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from ..model import ChipSample, Finding, ProbeSample, ProcessSample, Snapshot, chip_json
 from ..sources.npusmi.source import TABLE_SOURCE
+from ..sources.probe.runtime_view import runtime_cell
 
 SCHEMA = "npumon.check/v1"
 EXIT_CODES = {"ok": 0, "warning": 1, "critical": 2, "unknown": 3}
@@ -156,7 +157,7 @@ def render_table(snapshot: Snapshot, findings: Sequence[Finding]) -> str:
     lines.append(title + ", {} chip{}".format(len(snapshot.chips), "" if len(snapshot.chips) == 1 else "s"))
     if snapshot.chips:
         rows = [("NPU", "CHIP", "NAME", "HEALTH", "TEMP", "POWER", "AICORE", "HBM BW", "MEMORY USED", "BUS-ID",
-                 "NET", "PROBE")]
+                 "RUNTIME", "NET", "PROBE")]
         for chip in snapshot.chips:
             used, total = (chip.hbm_used_bytes, chip.hbm_total_bytes) if chip.hbm_total_bytes else (
                 chip.memory_used_bytes, chip.memory_total_bytes)
@@ -166,6 +167,7 @@ def render_table(snapshot: Snapshot, findings: Sequence[Finding]) -> str:
                 _fmt(chip.aicore_ratio, "{:.0%}"), _fmt(chip.hbm_bandwidth_ratio, "{:.0%}"),
                 "-" if used is None or not total else "{:.1f}/{:.1f} GiB".format(used / 2**30, total / 2**30),
                 chip.bus_id or "-",
+                runtime_cell(chip),
                 _net_cell(chip.extra.get("network")),
                 _probe_cell(chip.probe),
             ))

@@ -16,6 +16,13 @@ device comes back. What goes wrong comes from the scenario:
     chips: ... probe: {corrupt: rt.memcpy}     device-to-host copies come back with a flipped bit
     chips: ... probe: {corrupt: mdl.execute}   the model's output is off
     chips: ... probe: {device_status: abnormal}   query_device_status reports ABNORMAL
+    acl_runtime: {pyacl: older}                an older pyACL: no get_device_utilization_rate, get_device_info,
+                                               get_version_str (the probe reports them "unsupported")
+    acl_runtime: {device_count: 6}             the runtime sees that many devices (npu-smi still sees all)
+    acl_runtime: {soc_name: Ascend910A}        get_soc_name answers that instead of the product's chip
+    acl_runtime: {driver_version: 24.1.rc1}    get_version_str("driver") answers that (default: the host's)
+    acl_runtime: {memory_held_mb: {3: 24576}}  another context holds that much memory on device 3: the
+                                               runtime's free memory is lower than npu-smi's by it
     chips: ... probe: {slow: rt.synchronize_stream_with_timeout, delay_seconds: {steps: [[0, 0], [1800, 2]]}}
         that call takes that many more (wall-clock) seconds, the value at the scenario time the probe starts.
         A synchronize_stream_with_timeout slower than its timeout returns 507046 at the timeout, as the real
@@ -58,6 +65,16 @@ FAULT_CALLS = ("rt.set_device", "rt.create_context", "rt.create_stream", "rt.que
                "rt.free_host", "rt.destroy_stream", "rt.destroy_context", "rt.reset_device", "finalize")
 CORRUPTIBLE_CALLS = ("rt.memcpy", "mdl.execute")
 DEFAULT_ACL_RUNTIME = {"installed": True, "init_error_code": 0}
+# acl_runtime keys that change what the runtime reports (None: the simulated host's own value)
+RUNTIME_VIEW_KEYS = ("pyacl", "device_count", "soc_name", "driver_version", "runtime_version", "memory_held_mb")
+PYACL_KINDS = ("newer", "older")
+# the calls only newer pyACL has (hicann/runtime python/pyACL/rt/pyrt_methods.cpp); an older one lacks them
+NEWER_CALLS = ("rt.get_device_utilization_rate", "rt.get_device_info", "get_version_str")
+ACL_INTERFACE_VERSION = (1, 0, 0)  # acl.get_version: the ACL interface's A.B.C, not a CANN version
+# acl.rt.get_device_info attributes (aclrtDevAttr) and acl.get_device_capability infos (aclDeviceInfo)
+DEV_ATTRS = {1: "aicpu", 101: "aicore", 201: "vector"}
+DEVICE_CAPABILITIES = {0: "aicore", 1: "vector"}
+SIMULATED_CORES = {"aicpu": 6, "aicore": 20, "vector": 40}
 SIMULATED_MODEL_KEY = "npumon_simulated_model"
 
 
@@ -79,10 +96,17 @@ class SimulatedAcl:
 
     def __init__(self, device_count: int, soc_name: str, memory_of: Callable[[int], Tuple[int, int]],
                  plan_of: Callable[[int], Dict[str, Any]], init_error_code: int = 0,
-                 on_hang: Optional[Callable[[], None]] = None):
+                 on_hang: Optional[Callable[[], None]] = None, older_pyacl: bool = False,
+                 versions: Optional[Dict[str, str]] = None,
+                 utilization_of: Optional[Callable[[int], Dict[str, int]]] = None):
         """`memory_of(device)` -> (free, total) bytes; `plan_of(device)` -> the scenario's probe plan for the
-        device; `on_hang()` is what a hanging call does (default: sleep forever)."""
+        device; `on_hang()` is what a hanging call does (default: sleep forever). `older_pyacl`: leave out
+        NEWER_CALLS; `versions`: package -> what get_version_str answers; `utilization_of(device)` -> percent
+        per engine ({"cube": 50, "vector": 35, "aicpu": 3, "memory": 88})."""
         self.calls: List[str] = []
+        self._older = older_pyacl
+        self._versions = dict(versions or {})
+        self._utilization_of = utilization_of or (lambda device: {"cube": 0, "vector": 0, "aicpu": 0, "memory": 0})
         self._device_count = device_count
         self._soc_name = soc_name
         self._memory_of = memory_of
@@ -107,7 +131,13 @@ class SimulatedAcl:
     def _namespace(self, prefix: str) -> SimpleNamespace:
         return SimpleNamespace(**{name[len(prefix):]: self._recorded(prefix[:-1] + "." + name[len(prefix):],
                                                                      getattr(self, name))
-                                  for name in dir(self) if name.startswith(prefix)})
+                                  for name in dir(self) if name.startswith(prefix)
+                                  and self.has(prefix[:-1] + "." + name[len(prefix):])})
+
+    def has(self, call: str) -> bool:
+        """Whether this pyACL has `call` ("rt.get_device_info", "get_version_str", ...): an older one lacks
+        NEWER_CALLS."""
+        return not (self._older and call in NEWER_CALLS)
 
     def _recorded(self, name: str, function: Callable) -> Callable:
         def call(*args):
@@ -175,6 +205,25 @@ class SimulatedAcl:
         self.calls.append("get_soc_name")
         return self._soc_name if self._initialized else None
 
+    def get_version(self) -> Tuple[int, int, int, int]:
+        self.calls.append("get_version")
+        return ACL_INTERFACE_VERSION + (ACL_SUCCESS,)
+
+    def get_version_str(self, package: str) -> Tuple[str, int]:
+        """Newer pyACL only (CANN 8.x+): the `version` of that package's version.info."""
+        self.calls.append("get_version_str")
+        if package not in self._versions:
+            return "", ACL_ERROR_INVALID_PARAM
+        return self._versions[package], ACL_SUCCESS
+
+    def get_device_capability(self, device_id: int, info: int) -> Tuple[int, int]:
+        self.calls.append("get_device_capability")
+        if not 0 <= device_id < self._device_count:
+            return 0, ACL_ERROR_RT_INVALID_DEVICEID
+        if info not in DEVICE_CAPABILITIES:
+            return 0, ACL_ERROR_INVALID_PARAM
+        return SIMULATED_CORES[DEVICE_CAPABILITIES[info]], ACL_SUCCESS
+
     def create_data_buffer(self, pointer: int, size: int) -> int:
         self.calls.append("create_data_buffer")
         handle = next(self._handles)
@@ -193,6 +242,28 @@ class SimulatedAcl:
         if not self._initialized:
             return 0, ACL_ERROR_UNINITIALIZE
         return self._device_count, ACL_SUCCESS
+
+    def rt_get_device_utilization_rate(self, device_id: int) -> Tuple[Dict[str, int], int]:
+        """Newer pyACL only: percent per engine, -1 where the device does not support the query."""
+        blank = {"cube_utilization": 0, "vector_utilization": 0, "aicpu_utilization": 0, "memory_utilization": 0,
+                 "utilization_extend": 0}
+        if not self._initialized:
+            return blank, ACL_ERROR_UNINITIALIZE
+        if not 0 <= device_id < self._device_count:
+            return blank, ACL_ERROR_RT_INVALID_DEVICEID
+        percent = self._utilization_of(device_id)
+        return dict(blank, **{engine + "_utilization": int(percent[engine])
+                              for engine in ("cube", "vector", "aicpu", "memory")}), ACL_SUCCESS
+
+    def rt_get_device_info(self, device_id: int, attribute: int) -> Tuple[int, int]:
+        """Newer pyACL only: one aclrtDevAttr of the device."""
+        if not self._initialized:
+            return 0, ACL_ERROR_UNINITIALIZE
+        if not 0 <= device_id < self._device_count:
+            return 0, ACL_ERROR_RT_INVALID_DEVICEID
+        if attribute not in DEV_ATTRS:
+            return 0, ACL_ERROR_RT_PARAM_INVALID
+        return SIMULATED_CORES[DEV_ATTRS[attribute]], ACL_SUCCESS
 
     def rt_set_device(self, device_id: int) -> int:
         if not self._initialized:
@@ -495,7 +566,7 @@ def load_for_probe_child() -> SimulatedAcl:
     would, when the simulation is missing or the scenario has no runtime installed."""
     from .products import get_product
     from .state import STATE_ENV, SimStateError, read_state, scenario_time
-    from .values import chip_values_at, probe_plan_at
+    from .values import chip_values_at, host_with_defaults, probe_plan_at
 
     state_dir = os.environ.get(STATE_ENV)
     try:
@@ -503,7 +574,7 @@ def load_for_probe_child() -> SimulatedAcl:
     except SimStateError as exc:
         raise ImportError("simulated pyACL: {}".format(exc)) from None
     scenario = state["scenario"]
-    runtime = scenario.get("acl_runtime", DEFAULT_ACL_RUNTIME)
+    runtime = dict(DEFAULT_ACL_RUNTIME, **scenario.get("acl_runtime", {}))
     if not runtime["installed"]:
         raise ImportError("libascendcl.so: cannot open shared object file: No such file or directory "
                           "(simulated: the scenario sets acl_runtime.installed to false)")
@@ -512,14 +583,29 @@ def load_for_probe_child() -> SimulatedAcl:
     chips_spec = scenario["chips"]
     t = scenario_time(state, time.time())
 
-    def memory_of(device: int) -> Tuple[int, int]:
-        slot = slots[device]
-        used_mb = chip_values_at(chips_spec, device, t, slot.memory_total_mb, product.aicore_rated_mhz).memory_used_mb
-        return (slot.memory_total_mb - used_mb) * 1048576, slot.memory_total_mb * 1048576
+    host = host_with_defaults(scenario.get("host", {}))
+    held_mb = {int(device): int(mb) for device, mb in (runtime.get("memory_held_mb") or {}).items()}
 
-    return SimulatedAcl(len(slots), product.mapping_name.replace(" ", ""), memory_of,
+    def values_of(device: int):
+        return chip_values_at(chips_spec, device, t, slots[device].memory_total_mb, product.aicore_rated_mhz)
+
+    def memory_of(device: int) -> Tuple[int, int]:
+        total_mb = slots[device].memory_total_mb
+        free_mb = max(0, total_mb - values_of(device).memory_used_mb - held_mb.get(device, 0))
+        return free_mb * 1048576, total_mb * 1048576
+
+    def utilization_of(device: int) -> Dict[str, int]:
+        values = values_of(device)
+        return {"cube": values.aicube_percent, "vector": values.aivector_percent, "aicpu": values.aicpu_percent,
+                "memory": round(100 * values.memory_used_mb / max(1, slots[device].memory_total_mb))}
+
+    versions = {"driver": runtime.get("driver_version") or host["driver_version"],
+                "runtime": runtime.get("runtime_version") or host["cann_version"]}
+    return SimulatedAcl(runtime.get("device_count") or len(slots),
+                        runtime.get("soc_name") or product.mapping_name.replace(" ", ""), memory_of,
                         lambda device: probe_plan_at(chips_spec, device, t), runtime["init_error_code"],
-                        on_hang=lambda: _hang(state_dir))
+                        on_hang=lambda: _hang(state_dir), older_pyacl=runtime.get("pyacl") == "older",
+                        versions=versions, utilization_of=utilization_of)
 
 
 def _hang(state_dir: str) -> None:

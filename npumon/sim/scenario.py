@@ -16,7 +16,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import yaml
 
 from .products import PRODUCTS
-from .pyacl import CORRUPTIBLE_CALLS, DEFAULT_ACL_RUNTIME, FAULT_CALLS, RT_DEVICE_STATUS
+from .pyacl import CORRUPTIBLE_CALLS, DEFAULT_ACL_RUNTIME, FAULT_CALLS, PYACL_KINDS, RT_DEVICE_STATUS, RUNTIME_VIEW_KEYS
 from .values import CHIP_FIELDS, ERRORS, HOST_FIELDS, NUMBER, PROBE, PROCESSES, TEXT, TEXT_CHOICES
 
 SCENARIO_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "scenarios")
@@ -362,14 +362,38 @@ class _Checker:
         return result
 
     def acl_runtime(self, where: _Where) -> Dict[str, Any]:
-        values = self.mapping(where, "acl_runtime", tuple(DEFAULT_ACL_RUNTIME))
+        values = self.mapping(where, "acl_runtime", tuple(DEFAULT_ACL_RUNTIME) + RUNTIME_VIEW_KEYS)
         result = dict(DEFAULT_ACL_RUNTIME)
+        result.update(self.runtime_view(values))
         if "installed" in values:
             if not isinstance(values["installed"].value, bool):
                 self.fail(values["installed"], "acl_runtime.installed", "expected true or false")
             result["installed"] = values["installed"].value
         if "init_error_code" in values:
             result["init_error_code"] = self.acl_code(values["init_error_code"], "acl_runtime.init_error_code")
+        return result
+
+    def runtime_view(self, values: Dict[str, "_Where"]) -> Dict[str, Any]:
+        """What the simulated runtime reports instead of the host's own values (sim/pyacl.py)."""
+        result: Dict[str, Any] = {}
+        if "pyacl" in values:
+            result["pyacl"] = self.text(values["pyacl"], "acl_runtime.pyacl")
+            if result["pyacl"] not in PYACL_KINDS:
+                self.fail(values["pyacl"], "acl_runtime.pyacl", "must be one of {}".format(", ".join(PYACL_KINDS)))
+        if "device_count" in values:
+            result["device_count"] = self.integer(values["device_count"], "acl_runtime.device_count", low=0)
+        for name in ("soc_name", "driver_version", "runtime_version"):
+            if name in values:
+                result[name] = self.text(values[name], "acl_runtime." + name)
+        if "memory_held_mb" in values:
+            held = values["memory_held_mb"]
+            if not isinstance(held.value, dict):
+                self.fail(held, "acl_runtime.memory_held_mb", "expected a mapping of logical device ids to MiB")
+            result["memory_held_mb"] = {}
+            for device, item in held.value.items():
+                key = "acl_runtime.memory_held_mb.{}".format(device)
+                self.integer(_Where(device, item.line), key, low=0)
+                result["memory_held_mb"][str(device)] = self.integer(item, key, low=0)
         return result
 
     def acl_code(self, where: _Where, key: str) -> int:

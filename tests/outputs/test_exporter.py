@@ -76,6 +76,12 @@ def rich_snapshot(pods=False):
                           stage_seconds={"init": 0.3, "memcpy": 0.2}, failed_stage="memcpy", error_code=507053),
         extra={"driver_faults": [dict(DRIVER_FAULT, device=0)]},
     )
+    # the ACL runtime's own view, as the probe source (sources/probe/runtime_view.py) leaves it
+    chip_a.extra["runtime"] = {"time": NOW - 60, "device_id": 0, "values": {
+        name: {"value": value, "source": "acl.x", "status": "ok"} for name, value in (
+            ("device_count", 8), ("soc_name", "Ascend910B3"), ("acl_version", "1.0.0"), ("driver_version", "23.0.7"),
+            ("hbm_free_bytes", 62198 * MIB), ("hbm_total_bytes", 65536 * MIB), ("cube_ratio", 0.31),
+            ("vector_ratio", 0.07), ("aicpu_ratio", 0.0), ("memory_ratio", 0.05))}}
     # its RoCE port, as the hccn source (sources/hccn) leaves it, with every value known
     chip_a.extra["network"] = {
         "phy_id": 0, "link_status": "UP", "link_up_count": 2, "link_down_count": 1, "link_changes_in_window": 0,

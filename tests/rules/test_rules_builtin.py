@@ -162,6 +162,23 @@ def driver_fault(kind, on_host=False):
     return mutate
 
 
+def runtime_view(first=None, every=None):
+    """Every chip with the ACL runtime's view of a healthy 910B3 (sources/probe/runtime_view.py), the first
+    chip's changed by `first` and every chip's by `every`."""
+    def values(chip, **changed):
+        facts = {"device_count": CHIPS, "soc_name": "Ascend910B3", "driver_version": "24.1.rc2",
+                 "hbm_free_bytes": chip.hbm_total_bytes - chip.hbm_used_bytes, "hbm_total_bytes": chip.hbm_total_bytes}
+        facts.update(changed)
+        return {"time": 0.0, "device_id": chip.npu, "values": {
+            name: {"value": value, "source": "acl.x", "status": "ok"} for name, value in facts.items()}}
+
+    def mutate(snapshot, elapsed):
+        for chip in snapshot.chips:
+            chip.extra["runtime"] = values(chip, **(every or {}))
+        snapshot.chips[0].extra["runtime"] = values(snapshot.chips[0], **dict(every or {}, **(first or {})))
+    return mutate
+
+
 CHIP0 = "npu0/chip0"
 
 # rule id -> (change to a healthy host, how long to poll, extra setup, subject expected)
@@ -210,6 +227,10 @@ CASES = {
     "network-gateway-missing": (first_port(gateway=None, gateway_configured=False), 0, None, CHIP0),
     "probe-slow": (first_chip(probe=ProbeSample(state="ok", time=0.0, kind="acl", device_id=0, first_run=False,
                                                 duration_seconds=2.0, baseline_seconds=0.3)), 0, None, CHIP0),
+    "runtime-devices-missing": (runtime_view(every={"device_count": CHIPS - 2}), 0, None, "host"),
+    "runtime-soc-mismatch": (runtime_view(first={"soc_name": "Ascend310P3"}), 0, None, CHIP0),
+    "runtime-hbm-held": (runtime_view(first={"hbm_free_bytes": HBM_TOTAL // 4}), 0, None, CHIP0),
+    "runtime-driver-mismatch": (runtime_view(every={"driver_version": "23.0.7"}), 0, None, "host"),
 }
 
 

@@ -8,6 +8,10 @@ _runtime = load_for_probe_child()
 init = _runtime.init
 finalize = _runtime.finalize
 get_soc_name = _runtime.get_soc_name
+get_version = _runtime.get_version
+get_device_capability = _runtime.get_device_capability
+if _runtime.has("get_version_str"):  # newer pyACL only
+    get_version_str = _runtime.get_version_str
 create_data_buffer = _runtime.create_data_buffer
 destroy_data_buffer = _runtime.destroy_data_buffer
 rt = _runtime.rt

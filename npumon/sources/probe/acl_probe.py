@@ -2,11 +2,12 @@
 cleanup order are those of CANN's pyACL reference and samples (shared/reference/acl-probe-fan-power.md
 sections 1 and 2):
 
-    init         import acl, acl.init()
+    init         import acl, acl.init(); the runtime's device count, SoC name and versions (runtime_facts.py)
     set_device   acl.rt.set_device(logical id)
     context      acl.rt.create_context(id), acl.rt.create_stream()
     device_status  acl.rt.query_device_status(id)           (newer pyACL only; skipped when absent)
-    mem_info     acl.rt.get_mem_info(ACL_HBM_MEM)            (maps to DDR on 310P / 310B)
+    mem_info     acl.rt.get_mem_info(ACL_HBM_MEM)            (maps to DDR on 310P / 310B); then the device's
+                 utilisation and core counts where this pyACL has the calls (runtime_facts.py)
     memcpy       a known pattern host -> device -> host, compared byte for byte
     synchronize  acl.rt.synchronize_stream_with_timeout(stream, ms)
     model        (when configured) load a small .om, execute it on a given input, compare the output
@@ -15,6 +16,7 @@ sections 1 and 2):
 Functions that act return `ret`; functions that produce a value return `(value, ret)`; 0 is success.
 """
 
+from . import runtime_facts
 from .compare import byte_mismatch, copy_pattern, value_mismatch
 from .protocol import DEVICE_ABNORMAL, WRONG_DATA, WRONG_RESULT
 from .stages import StageFailed, Unavailable
@@ -45,14 +47,16 @@ class _Held:
         self.datasets = []
 
 
-def run(options, stages):
+def run(options, stages, runtime=None):
     """Probe device `options.device`; returns extra facts for the report. Raises StageFailed when the device
-    fails a stage and Unavailable when the probe cannot run; cleanup runs either way."""
+    fails a stage and Unavailable when the probe cannot run; cleanup runs either way. `runtime`: a dict that
+    receives the runtime's own facts (runtime_facts.py) as they are learnt, also when a later stage fails;
+    None asks none of them."""
     model_data = _read_model_files(options) if options.model else None
     held = _Held()
     succeeded, problem = False, None
     try:
-        facts = _probe(options, stages, held, model_data)
+        facts = _probe(options, stages, held, model_data, runtime)
         succeeded = True
     finally:
         if held.initialized:
@@ -65,7 +69,7 @@ def run(options, stages):
     return facts
 
 
-def _probe(options, stages, held, model_data):
+def _probe(options, stages, held, model_data, runtime):
     device = options.device
     with stages.stage("init"):
         acl = _import_acl()
@@ -73,6 +77,8 @@ def _probe(options, stages, held, model_data):
         if ret not in (ACL_SUCCESS, ACL_ERROR_REPEAT_INITIALIZE):  # repeated init: the runtime is up anyway
             raise StageFailed("acl.init returned {}".format(ret), code=ret)
         held.acl, held.initialized = acl, True
+        if runtime is not None:  # before set_device: a device the runtime cannot open still has these
+            runtime.update(runtime_facts.runtime_facts(acl))
     facts = {"soc_name": acl.get_soc_name() if hasattr(acl, "get_soc_name") else None}
     with stages.stage("set_device"):
         _check(acl.rt.set_device(device), "acl.rt.set_device")
@@ -90,6 +96,9 @@ def _probe(options, stages, held, model_data):
         free, total, ret = acl.rt.get_mem_info(ACL_HBM_MEM)
         _check(ret, "acl.rt.get_mem_info")
         facts.update(memory_free_bytes=free, memory_total_bytes=total)
+        if runtime is not None:
+            runtime.update(runtime_facts.memory_facts(free, total))
+            runtime.update(runtime_facts.device_facts(acl, device))
     with stages.stage("memcpy"):
         _copy_round_trip(acl, held, options.copy_bytes)
     with stages.stage("synchronize"):

@@ -7,7 +7,8 @@ to stdout:
 
     {"schema": "npumon.probe/v1", "kind": "acl", "device": 3, "state": "failed",
      "stages": {"init": 0.41, "set_device": 1.2, ...}, "failed_stage": "memcpy", "error_code": 507053,
-     "reason": "acl_error", "message": "acl.rt.memcpy (host to device) returned 507053", ...}
+     "reason": "acl_error", "message": "acl.rt.memcpy (host to device) returned 507053",
+     "runtime": {"device_count": {"value": 8, "source": "acl.rt.get_device_count", "status": "ok"}, ...}, ...}
 
 `state` is "ok", "failed" (the device misbehaved) or "unavailable" (the probe cannot judge the device:
 no runtime, a setting that does not fit). Written for Python 3.7+, the oldest Python pyACL supports: the
@@ -38,6 +39,9 @@ def parse_arguments(argv=None):
     parser.add_argument("--model-expected", help="raw expected output of the model")
     parser.add_argument("--model-dtype", choices=sorted(DTYPE_FORMATS), default="float32")
     parser.add_argument("--model-tolerance", type=float, default=1e-3)
+    parser.add_argument("--runtime-facts", action="store_true",
+                        help="acl: also report what the runtime says about the device (count, SoC, versions, "
+                             "memory, utilisation)")
     parser.add_argument("--matmul-size", type=int, default=64, help="torch: matrix size")
     parser.add_argument("--matmul-tolerance", type=float, default=1e-2, help="torch: rtol and atol")
     options = parser.parse_args(argv)
@@ -50,8 +54,12 @@ def probe(options, stages):
     """One probe; returns the report (the JSON line's content). Never raises for a device or runtime fault."""
     report = {"schema": SCHEMA, "kind": options.kind, "device": options.device, "state": OK,
               "failed_stage": None, "error_code": None, "reason": None, "message": None}
+    runtime = {}  # the runtime's own facts (acl only), kept also when a stage fails
     try:
-        report.update(PROBES[options.kind](options, stages))
+        if options.kind == "acl":
+            report.update(acl_probe.run(options, stages, runtime if options.runtime_facts else None))
+        else:
+            report.update(PROBES[options.kind](options, stages))
     except StageFailed as exc:
         report.update(state=FAILED, failed_stage=stages.failed or stages.current, error_code=exc.code,
                       reason=exc.reason, message=str(exc))
@@ -61,6 +69,8 @@ def probe(options, stages):
         report.update(state=UNAVAILABLE, message="probe error in stage {}: {}: {}".format(
             stages.failed or stages.current, type(exc).__name__, exc))
     report["stages"] = stages.seconds
+    if runtime:
+        report["runtime"] = runtime
     return report
 
 

@@ -53,6 +53,8 @@ class ProbeConfig:
     matmul_size: int = 64  # torch
     matmul_tolerance: float = 0.01  # torch: rtol and atol
     baseline_runs: int = 20  # warm successful probes in each chip's latency baseline
+    # acl: the probe also asks the runtime what it sees of the device (count, SoC, versions, memory, utilisation)
+    runtime_facts: bool = True
 
 
 def probe_config_problems(probe: ProbeConfig) -> List[Tuple[str, str]]:

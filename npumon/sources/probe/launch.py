@@ -75,8 +75,14 @@ def child_command(probe: ProbeConfig, ascend_dir: str, inherited: Mapping[str, s
                   simulated_acl_dir: Optional[str] = None) -> Tuple[List[str], Dict[str, str]]:
     """argv prefix and environment of the probe child."""
     python = sys.executable if simulated_acl_dir or not probe.python else probe.python
-    return (child_argv(probe, python),
+    return (child_argv(probe, python) + runtime_facts_argv(probe),
             child_environment(probe, ascend_dir, inherited, python, simulated_acl_dir))
+
+
+def runtime_facts_argv(probe: ProbeConfig) -> List[str]:
+    """The flag that makes the acl child also report what the runtime sees (probe.runtime_facts). Without it
+    the child makes exactly the probe's own calls."""
+    return ["--runtime-facts"] if probe.kind == "acl" and probe.runtime_facts else []
 
 
 def _prepend(entries: List[str], existing: Optional[str]) -> str:

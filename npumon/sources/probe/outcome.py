@@ -13,6 +13,9 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from ..runner import CommandResult
 from .protocol import CRASH, FAILED, SCHEMA, STAGE_DONE, STAGE_START, STATES, TIMEOUT
+from .runtime_facts import ERROR as ERROR_FACT, FACT_NAMES, OK as OK_FACT, UNSUPPORTED as UNSUPPORTED_FACT
+
+FACT_STATUSES = (OK_FACT, UNSUPPORTED_FACT, ERROR_FACT)
 
 
 class ProbeLaunchError(RuntimeError):
@@ -30,6 +33,8 @@ class ProbeOutcome:
     soc_name: Optional[str] = None
     memory_free_bytes: Optional[int] = None
     memory_total_bytes: Optional[int] = None
+    # the runtime's own facts (runtime_facts.py): name -> {"value", "source", "status"[, "error"]}
+    runtime: Dict[str, Dict[str, Any]] = field(default_factory=dict)
 
 
 def read_outcome(result: CommandResult) -> ProbeOutcome:
@@ -99,7 +104,30 @@ def _outcome(report: Dict[str, Any]) -> ProbeOutcome:
         soc_name=_text(report.get("soc_name")),
         memory_free_bytes=_count(report.get("memory_free_bytes")),
         memory_total_bytes=_count(report.get("memory_total_bytes")),
+        runtime=runtime_entries(report.get("runtime")),
     )
+
+
+def runtime_entries(data: Any) -> Dict[str, Dict[str, Any]]:
+    """The report's runtime facts, keeping only known names and well-formed entries (a fact the child got
+    wrong is dropped, not trusted)."""
+    if not isinstance(data, dict):
+        return {}
+    entries = {}
+    for name in FACT_NAMES:
+        entry = data.get(name)
+        if not isinstance(entry, dict) or entry.get("status") not in FACT_STATUSES \
+                or not isinstance(entry.get("source"), str):
+            continue
+        value = entry.get("value")
+        if isinstance(value, bool) or not isinstance(value, (int, float, str, type(None))):
+            continue
+        clean = {"value": value if entry["status"] == OK_FACT else None, "source": entry["source"][:200],
+                 "status": entry["status"]}
+        if isinstance(entry.get("error"), str):
+            clean["error"] = entry["error"][:300]
+        entries[name] = clean
+    return entries
 
 
 def _is_number(value: Any) -> bool:

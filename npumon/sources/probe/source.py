@@ -37,6 +37,7 @@ from ..runner import CommandResult, CommandRunner
 from .launch import child_command
 from .outcome import ProbeLaunchError, read_outcome
 from .protocol import FAILED, OK, UNAVAILABLE
+from . import runtime_view
 from .samples import probe_sample
 from ..target import Target
 
@@ -65,6 +66,7 @@ class _ChipState:
         self.result: Optional[ProbeSample] = None  # the latest probe that ran
         self.skipped: Optional[ProbeSample] = None  # set while the latest attempt was skipped
         self.problem: Optional[str] = None  # why the probe could not run, when that is the probe's fault
+        self.runtime: Optional[Dict] = None  # the runtime's own facts from the latest probe that had them
 
 
 class ProbeSource:
@@ -117,14 +119,16 @@ class ProbeSource:
 
     def contribute(self, parts: Parts, now: float) -> Parts:
         with self._lock:
-            states = {key: (state.result, state.skipped) for key, state in self._chips.items()}
+            states = {key: (state.result, state.skipped, state.runtime) for key, state in self._chips.items()}
         chips = []
         for chip in parts.chips:
-            result, skipped = states.get(chip.key, (None, None))
+            result, skipped, runtime = states.get(chip.key, (None, None, None))
             if result is not None and is_fresh(result.time, now, self.fresh_seconds):
                 chip = dataclasses.replace(chip, probe=result)
             elif skipped is not None and is_fresh(skipped.time, now, self.fresh_seconds):
                 chip = dataclasses.replace(chip, probe=skipped)
+            if runtime is not None and is_fresh(runtime["time"], now, self.fresh_seconds):
+                chip = dataclasses.replace(chip, extra=dict(chip.extra, **{runtime_view.EXTRA_KEY: runtime}))
             chips.append(chip)
         return dataclasses.replace(parts, chips=tuple(chips))
 
@@ -200,6 +204,8 @@ class ProbeSource:
                 state.runs += 1
             if outcome.state == OK and not sample.first_run and sample.duration_seconds is not None:
                 state.baseline.append(sample.duration_seconds)
+            if outcome.runtime:
+                state.runtime = runtime_view.runtime_record(started, device_id, outcome.runtime)
         if outcome.state == FAILED:
             log.info("probe of %s (device %d) failed in %s: %s", chip.subject, device_id, sample.failed_stage,
                         sample.detail)
@@ -305,9 +311,11 @@ _PROBE_FACTS = ("state", "kind", "device_id", "first_run", "duration_seconds", "
 
 
 def chip_facts(chip: ChipSample, host) -> Facts:
-    """The latest liveness probe; all null while the chip has none."""
+    """The latest liveness probe and the runtime's own view of the chip; all null while the chip has none."""
     probe = chip.probe
-    return {"probe_" + name: None if probe is None else getattr(probe, name) for name in _PROBE_FACTS}
+    facts = {"probe_" + name: None if probe is None else getattr(probe, name) for name in _PROBE_FACTS}
+    facts.update(runtime_view.chip_facts(chip, host))
+    return facts
 
 
 CHIP = ("npu", "chip")
@@ -321,7 +329,7 @@ METRICS = (
     MetricSpec("npumon_probe_last_run_timestamp_seconds", CHIP, "Unix time the chip's latest liveness probe started."),
     MetricSpec("npumon_probe_failure_info", CHIP + ("stage", "code"),
                "1 while the chip's latest liveness probe failed: the stage, and the ACL error code if any."),
-)
+) + runtime_view.METRICS
 
 
 def export(snapshot: Snapshot, out: Families) -> None:
@@ -339,8 +347,9 @@ def export(snapshot: Snapshot, out: Families) -> None:
         if probe.state == FAILED:
             code = "" if probe.error_code is None else str(probe.error_code)
             out.add("npumon_probe_failure_info", 1, ids + (probe.failed_stage, code))
+    runtime_view.export(snapshot, out)
 
 
 SPEC = SourceSpec(SOURCE_NAME, build, section=Section("probe", ProbeConfig,
                                                       lambda section, config: probe_config_problems(section)),
-                  chip_facts=chip_facts, metrics=METRICS, export=export)
+                  chip_facts=chip_facts, host_facts=runtime_view.host_facts, metrics=METRICS, export=export)

@@ -239,7 +239,8 @@ def test_the_child_is_a_python_37_program():
     """pyACL may only exist for an older Python than npumon's: the child's modules must run on 3.7."""
     probe_dir = Path(REPO) / "npumon" / "sources" / "probe"
     child_modules = [str(probe_dir / name) for name in ("__init__.py", "protocol.py", "stages.py", "compare.py",
-                                                        "child.py", "acl_probe.py", "torch_probe.py")]
+                                                        "child.py", "acl_probe.py", "torch_probe.py",
+                                                        "runtime_facts.py")]
     result = subprocess.run(["vermin", "--target=3.7-", "--violations", "--no-tips", "--eval-annotations"]
                             + child_modules, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
