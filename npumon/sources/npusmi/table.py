@@ -24,7 +24,7 @@ import functools
 import math
 import re
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Optional, Pattern, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 from ...model import MIB
 from . import table_fast

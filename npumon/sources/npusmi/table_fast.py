@@ -16,7 +16,7 @@ exactly its own. tests/sources/npusmi/test_table_fast.py checks the two agree on
 
 import math
 import re
-from typing import Callable, Dict, List, Optional, Pattern, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from .common import NULL_TOKENS, NpuSmiParseError
 
