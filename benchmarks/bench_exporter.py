@@ -4,7 +4,9 @@
 Part 1, latency. `npumon run --simulate --sim-product atlas-a3` (8 cards, 16 chips, a real subprocess)
 and Debian's prometheus-node-exporter (its own default collectors) serve /metrics on loopback; 20 client
 processes scrape them, alternating rounds, every request on a new connection with the headers Prometheus
-sends (OpenMetrics accepted, gzip). Reported: p50, p99 and max latency, and the ratio npumon / node_exporter.
+sends (OpenMetrics accepted, gzip). Reported: p50, p99 and max latency, and the ratio npumon / node_exporter
+(target: at most 0.1). Then one client alone scrapes npumon --single times (target: p99 under 5 ms).
+The daemon keeps polling meanwhile, so some scrapes pay for the render of a newly published snapshot.
 
 Part 2, memory and CPU. In a child process (so its RSS is the daemon's alone) a Daemon for the same
 simulated A3 host is driven by hand for --polls polls: each poll advances a simulated clock by 15 s
@@ -134,7 +136,7 @@ def start_node_exporter() -> Tuple[subprocess.Popen, int]:
             time.sleep(0.2)
 
 
-def measure_latency(clients: int, per_client: int, rounds: int) -> Dict[str, dict]:
+def measure_latency(clients: int, per_client: int, rounds: int, single: int) -> Dict[str, dict]:
     workdir = tempfile.mkdtemp(prefix="npumon-bench-")
     npumon, npumon_port = start_npumon(workdir)
     exporter, exporter_port = start_node_exporter()
@@ -148,6 +150,7 @@ def measure_latency(clients: int, per_client: int, rounds: int) -> Dict[str, dic
                 for name, port in targets.items():
                     for result in pool.map(scrape_many, [(port, per_client)] * clients):
                         latencies[name].extend(result)
+        alone = scrape_many((npumon_port, single))
         sizes = {name: len(get(port)) for name, port in targets.items()}
         plain = http.client.HTTPConnection("127.0.0.1", npumon_port, timeout=10)
         plain.request("GET", "/metrics")
@@ -163,6 +166,8 @@ def measure_latency(clients: int, per_client: int, rounds: int) -> Dict[str, dic
         report[name] = {"requests": len(values), "p50_ms": 1000 * percentile(values, 0.50),
                         "p99_ms": 1000 * percentile(values, 0.99), "max_ms": 1000 * max(values),
                         "mean_ms": 1000 * statistics.mean(values), "gzip_bytes": sizes[name]}
+    report["single"] = {"requests": len(alone), "p50_ms": 1000 * percentile(alone, 0.50),
+                        "p99_ms": 1000 * percentile(alone, 0.99), "max_ms": 1000 * max(alone)}
     report["npumon"]["series"] = sum(1 for line in npumon_text.splitlines() if line and not line.startswith("#"))
     return report
 
@@ -254,7 +259,7 @@ def poll_child(polls: int) -> dict:
             for tier, period in every.items():
                 if (poll - 1) % period == 0:
                     daemon.run_tier(tier)
-            generate_latest(daemon.registry)
+            daemon.registry.exposition(PROMETHEUS_HEADERS["Accept"], True)  # one scrape, as /metrics answers it
             if poll % 50 == 0 or poll in (1, warm, polls):  # (warm is a multiple of 50 or polls // 2)
                 rss[poll] = process.memory_info().rss
                 cpu_at[poll] = sum(process.cpu_times()[:2])
@@ -272,16 +277,22 @@ def poll_child(polls: int) -> dict:
             "wall_per_poll_ms": 1000 * (wall_at[polls] - wall_at[warm]) / (polls - warm)}
 
 
-def time_one_scrape(registry, repeat: int = 50) -> float:
-    """Milliseconds to answer one scrape as the daemon does for Prometheus: OpenMetrics text, gzipped."""
+def time_one_scrape(registry, repeat: int = 50) -> Dict[str, float]:
+    """CPU milliseconds to build one answer for Prometheus (OpenMetrics, gzipped): rendered anew from
+    every collector, as before the cache ("render"), and from the cache with its per-scrape tail ("cached")."""
     import gzip
 
     from prometheus_client.openmetrics.exposition import generate_latest as openmetrics
 
-    started = time.perf_counter()
+    started = time.process_time()
     for _ in range(repeat):
         gzip.compress(openmetrics(registry))
-    return 1000 * (time.perf_counter() - started) / repeat
+    render = 1000 * (time.process_time() - started) / repeat
+    registry.exposition(PROMETHEUS_HEADERS["Accept"], True)
+    started = time.process_time()
+    for _ in range(repeat * 10):
+        registry.exposition(PROMETHEUS_HEADERS["Accept"], True)
+    return {"render": render, "cached": 1000 * (time.process_time() - started) / (repeat * 10)}
 
 
 def measure_polls(polls: int) -> dict:
@@ -347,15 +358,23 @@ def render(latency: dict, polls: dict, command: str, load: Tuple[float, float]) 
             name, row["requests"], row["p50_ms"], row["p99_ms"], row["max_ms"], row["mean_ms"],
             row["gzip_bytes"] / 1024))
     ratio = npumon["p99_ms"] / exporter["p99_ms"]
+    single = latency["single"]
     lines += [
         "",
-        "p99 ratio npumon / node_exporter: **{:.2f}** (target: 1.00 or less: {}).".format(
-            ratio, "met" if ratio <= 1.0 else "MISSED"),
+        "p99 ratio npumon / node_exporter: **{:.3f}** (target: 0.1 or less: {}).".format(
+            ratio, "met" if ratio <= 0.1 else "MISSED"),
         "",
-        "npumon renders every scrape anew in Python: {:.1f} ms of CPU for {} series (OpenMetrics,"
-        " gzip), one scrape at a time in its one interpreter: with 20 scrapers at once the requests queue, which"
-        " is what p50 shows. node_exporter renders on every core. Prometheus scrapes once per interval, so this"
-        " is a stress test, not the working load.".format(polls["render_ms"], polls["series"]),
+        "One scraper alone, {} scrapes of npumon one after another: p50 {:.2f} ms, p99 **{:.2f} ms**, max {:.2f} ms"
+        " (target: p99 under 5 ms: {}).".format(single["requests"], single["p50_ms"], single["p99_ms"],
+                                                single["max_ms"], "met" if single["p99_ms"] < 5 else "MISSED"),
+        "",
+        "npumon renders the exposition once per published snapshot (lazily, at the first scrape after it, one"
+        " render shared by every scraper waiting) and serves it from memory with a small per-scrape tail (the"
+        " HTTP server's own counters): {:.2f} ms of CPU per scrape from the cache, against {:.1f} ms to render"
+        " all {} series anew (OpenMetrics, gzip) as every scrape did before. The daemon polls during the run, so"
+        " the figures include the renders after each publish. Prometheus scrapes once per interval, so this is"
+        " a stress test, not the working load.".format(polls["render_ms"]["cached"], polls["render_ms"]["render"],
+                                                       polls["series"]),
         "",
         "## Memory and CPU per poll, {} polls".format(last),
         "",
@@ -373,7 +392,7 @@ def render(latency: dict, polls: dict, command: str, load: Tuple[float, float]) 
         "`hbm-leak` reads 3 h of history, 720 polls at 15 s, and until then the history grows by design (about "
         "1 MiB for 16 chips).".format(warm, last, growth),
         "- CPU of the daemon process per poll (table + rules + event history + other tiers at their ratios +"
-        " one /metrics render; npu-smi children excluded): **{:.1f} ms**".format(polls["cpu_per_poll_ms"]),
+        " one /metrics scrape; npu-smi children excluded): **{:.1f} ms**".format(polls["cpu_per_poll_ms"]),
         "- wall time per poll in this driven run (npu-smi replayed, not simulated): {:.1f} ms".format(
             polls["wall_per_poll_ms"]),
         "- active findings at the end: {}".format(polls["findings"]),
@@ -388,6 +407,7 @@ def main() -> int:
     parser.add_argument("--requests", type=int, default=25, help="requests per client per round")
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--polls", type=int, default=1000)
+    parser.add_argument("--single", type=int, default=500, help="scrapes by one client alone")
     parser.add_argument("--out", default=RESULTS, help="where to write the markdown results ('-': stdout only)")
     parser.add_argument("--poll-child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -397,9 +417,9 @@ def main() -> int:
     command = "python benchmarks/bench_exporter.py" + "".join(
         " {} {}".format(flag, value) for flag, value, default in (
             ("--clients", args.clients, 20), ("--requests", args.requests, 25), ("--rounds", args.rounds, 4),
-            ("--polls", args.polls, 1000)) if value != default)
+            ("--polls", args.polls, 1000), ("--single", args.single, 500)) if value != default)
     load_at_start = os.getloadavg()[0]
-    latency = measure_latency(args.clients, args.requests, args.rounds)
+    latency = measure_latency(args.clients, args.requests, args.rounds, args.single)
     latency["clients"] = args.clients
     polls = measure_polls(args.polls)
     text = render(latency, polls, command, (load_at_start, os.getloadavg()[0]))

@@ -5,12 +5,12 @@ among them, calls that found no free slot in time, the time spent waiting for a 
 (the tier cannot finish within its interval at this npu-smi speed), and a histogram of call durations.
 """
 
-from typing import Callable, Iterator
+from typing import Callable, Dict, Iterator
 
 from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from ..sources.runner import DURATION_BUCKETS, CallStats
+from ..sources.runner import DURATION_BUCKETS, CallStats, LabelStats
 
 OTHER = "other"  # calls made without a label (the fan driver)
 
@@ -20,7 +20,13 @@ class CallStatsCollector(Collector):
         self._get_stats = get_stats  # the daemon's current runner: a reload replaces it
 
     def collect(self) -> Iterator[Metric]:
-        stats = self._get_stats().snapshot()
+        return self.collect_state(self.render_state())
+
+    def render_state(self) -> Dict[str, LabelStats]:
+        """The counts now: /metrics renders these families again only when a call changed them."""
+        return self._get_stats().snapshot()
+
+    def collect_state(self, stats: Dict[str, LabelStats]) -> Iterator[Metric]:
         counters = (
             ("npumon_source_calls_total", "npu-smi calls the source made that ran.", "calls"),
             ("npumon_source_call_failures_total", "npu-smi calls that ran and did not answer normally "

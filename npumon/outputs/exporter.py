@@ -13,13 +13,14 @@ from dataclasses import dataclass
 from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 from prometheus_client.core import Metric
-from prometheus_client.registry import Collector, CollectorRegistry
+from prometheus_client.registry import Collector
 
 from .. import __version__
 from ..config.schema import ExporterConfig
 from ..model import HEALTH_STATES, ChipSample, Finding, ProcessSample, Snapshot, SourceStatus
 from ..sources import registry
 from . import npu_exporter
+from .exposition import ExpositionRegistry
 from .families import Families, MetricSpec
 from .report import processes_by_memory
 
@@ -209,8 +210,25 @@ def _add_findings(out: Families, findings: Iterable[Finding]) -> None:
 # --- prometheus_client glue -----------------------------------------------------------------------------
 
 
+class _ViewState:
+    """What a render of the view depends on, compared by identity: the daemon publishes a new Snapshot and
+    findings list rather than changing them in place, so the same objects mean the same exposition."""
+
+    def __init__(self, view: ExporterView) -> None:
+        self.view = view
+        self._parts = (view.snapshot, view.driver_version) + tuple(view.findings) + tuple(registry.SOURCES)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, _ViewState) or len(other._parts) != len(self._parts):
+            return False
+        return all(mine is theirs for mine, theirs in zip(self._parts, other._parts))
+
+    __hash__ = None  # type: ignore  # mutable identity, never a dict key
+
+
 class SnapshotCollector(Collector):
-    """A custom collector: each scrape renders the view `get_view()` returns at that moment."""
+    """A custom collector: each scrape renders the view `get_view()` returns at that moment, or (through
+    ExpositionRegistry) reuses the render of the same view."""
 
     def __init__(self, get_view: Callable[[], ExporterView], npu_exporter_compat: bool = False,
                  node: Optional[str] = None, only_npu_exporter: bool = False,
@@ -222,16 +240,23 @@ class SnapshotCollector(Collector):
         self._process_series_per_chip = process_series_per_chip
 
     def collect(self) -> Iterator[Metric]:
-        return iter(render_families(self._get_view(), self._npu_exporter_compat, self._node,
-                                    self._only_npu_exporter, self._process_series_per_chip))
+        return self.collect_state(self.render_state())
+
+    def render_state(self) -> _ViewState:
+        return _ViewState(self._get_view())
+
+    def collect_state(self, state: _ViewState) -> Iterator[Metric]:
+        return iter(render_families(state.view, self._npu_exporter_compat, self._node, self._only_npu_exporter,
+                                    self._process_series_per_chip))
 
 
 def build_registry(get_view: Callable[[], ExporterView], npu_exporter_compat: bool = False,
                    node: Optional[str] = None, only_npu_exporter: bool = False,
-                   process_series_per_chip: int = DEFAULT_PROCESS_SERIES_PER_CHIP) -> CollectorRegistry:
-    """A registry holding only npumon's collector. No process_/python_ collectors: the same registry feeds
-    the textfile, and node_exporter rejects a textfile whose process_* series clash with its own."""
-    registry = CollectorRegistry()
-    registry.register(SnapshotCollector(get_view, npu_exporter_compat, node, only_npu_exporter,
-                                        process_series_per_chip))
-    return registry
+                   process_series_per_chip: int = DEFAULT_PROCESS_SERIES_PER_CHIP) -> ExpositionRegistry:
+    """A registry holding only npumon's collector, whose render /metrics serves from memory until the view
+    changes (exposition.py). No process_/python_ collectors: the same registry feeds the textfile, and
+    node_exporter rejects a textfile whose process_* series clash with its own."""
+    exposition = ExpositionRegistry()
+    exposition.register(SnapshotCollector(get_view, npu_exporter_compat, node, only_npu_exporter,
+                                          process_series_per_chip))
+    return exposition

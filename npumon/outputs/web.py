@@ -7,7 +7,6 @@ each, never a thread, and never hold up a scraper or the poll loop. Errors are l
 most a few a minute; successful requests are not logged.
 """
 
-import gzip
 import json
 import logging
 import socket
@@ -17,10 +16,11 @@ from http.server import BaseHTTPRequestHandler
 from typing import Callable, List, NamedTuple, Optional, Tuple
 from urllib.parse import urlsplit
 
-from prometheus_client.exposition import choose_encoder, gzip_accepted
+from prometheus_client.exposition import gzip_accepted
 from prometheus_client.registry import CollectorRegistry
 
 from .. import __version__
+from .exposition import serve_metrics
 from .http_metrics import ServerStats
 from .httpconn import DeadlineIO
 from .httpserver import (DEFAULT_MAX_CONNECTIONS, DEFAULT_REQUEST_TIMEOUT_SECONDS, DEFAULT_WORKERS,
@@ -168,12 +168,12 @@ class _Handler(DeadlineIO, BaseHTTPRequestHandler):
         self._send(response, send_body)
 
     def _respond(self, path: str, app: "_App") -> "_Response":
-        if path == "/metrics":
-            encoder, content_type = choose_encoder(self.headers.get("Accept", ""))
-            body = encoder(app.registry)
-            if gzip_accepted(self.headers.get("Accept-Encoding", "")):
-                return _Response(200, content_type, gzip.compress(body), (("Content-Encoding", "gzip"),))
-            return _Response(200, content_type, body)
+        if path == "/metrics":  # rendered once per change, served from memory (exposition.py)
+            exposition = serve_metrics(app.registry, self.headers.get("Accept", ""),
+                                       gzip_accepted(self.headers.get("Accept-Encoding", "")))
+            if exposition.gzipped:
+                return _Response(200, exposition.content_type, exposition.body, (("Content-Encoding", "gzip"),))
+            return _Response(200, exposition.content_type, exposition.body)
         if path == "/healthz":
             ok, reason = app.get_health()
             if ok:

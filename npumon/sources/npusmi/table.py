@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Tuple
 
 from ...model import MIB
+from . import table_fast
 from .common import NULL_TOKENS, NpuSmiParseError, to_float, to_int
 
 # Header names that contain a space; every other header name is one whitespace-free word.
@@ -34,7 +35,9 @@ _HEADER_NAME = re.compile(r"NPU ID|NPU Util\(%\)|\S+")
 _TITLE_TOOL = re.compile(r"npu-smi\s+(\S+)")
 _TITLE_DRIVER = re.compile(r"Version:\s*(\S+)")
 _NO_PROCESSES = re.compile(r"\|\s*No running processes found in NPU\b")
-_BUS_ID = re.compile(r"[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]\Z")
+_BUS_ID_SOURCE = r"[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]"
+_BUS_ID = re.compile(_BUS_ID_SOURCE + r"\Z")
+_BUS_IDS = re.compile(r"(?:{0}\n)*{0}".format(_BUS_ID_SOURCE))  # a column of them, one a line
 
 # Value patterns for the row regexes; a capturing group per field read.
 _ONE = r"([^\s|]+)"
@@ -152,14 +155,17 @@ def parse_info(text: str, skip_bad_rows: bool = False) -> MainTable:
         raise NpuSmiParseError("expected npu-smi output as text, got {}".format(type(text).__name__))
     # Blank lines carry nothing (copies from web pages are often double-spaced); dropping them
     # here means everything below sees table lines and plain-text lines only.
-    lines = [line for line in (raw.strip() for raw in text.splitlines()) if line]
+    lines = list(filter(None, map(str.strip, text.splitlines())))
     header_at = _find_chip_header(lines)
     if header_at is None:
         raise NpuSmiParseError("no npu-smi main table in the output: {}".format(_quote(lines)))
     row1, row2 = _chip_layouts(lines, header_at)
     problems: Optional[List[str]] = [] if skip_bad_rows else None
-    chips, process_header_at = _read_chips(lines, header_at + 2, row1, row2, problems)
-    processes = [] if process_header_at is None else _read_processes(lines, process_header_at, problems)
+    chips, process_header_at, processes = _read_fast(lines, header_at + 2)
+    if chips is None:
+        chips, process_header_at = _read_chips(lines, header_at + 2, row1, row2, problems)
+    if processes is None:
+        processes = [] if process_header_at is None else _read_processes(lines, process_header_at, problems)
     tool_version, driver_version = _title_versions(lines[:header_at])
     return MainTable(
         tool_version=tool_version,
@@ -232,7 +238,8 @@ class _RowLayout:
     and the function that converts the matched text."""
 
     def __init__(self, cell_patterns: List[str], fields: List[str]):
-        self.pattern = re.compile(r"\|" + r"\|".join(cell_patterns) + r"\|\Z")
+        self.source = r"\|" + r"\|".join(cell_patterns) + r"\|"  # also read by table_fast.py
+        self.pattern = re.compile(self.source + r"\Z")
         self.fields = tuple(fields)
         self.converters = tuple(_CONVERTERS[field] for field in fields)
         # The builtin int for integer columns: faster than _int, and it raises ValueError on all
@@ -312,7 +319,62 @@ def _chip_layouts(lines: List[str], header_at: int) -> Tuple[_RowLayout, _RowLay
     return row1, row2
 
 
-# --- data rows --------------------------------------------------------------------------------
+# --- data rows: the fast path (table_fast.py), else line by line ---------------------------------
+
+
+class _ChipPair:
+    """Both chip rows of a header as one block for the fast path: its regexes, fields and converters."""
+
+    def __init__(self, row1: _RowLayout, row2: _RowLayout):
+        self.blocks = table_fast.Blocks([row1.source, row2.source])
+        self.fields = row1.fields + row2.fields
+        self.converters = row1.converters + row2.converters
+
+
+@functools.lru_cache(maxsize=64)
+def _chip_pair(header1: str, header2: str) -> _ChipPair:
+    return _ChipPair(_chip_layout(header1), _chip_layout(header2))
+
+
+@functools.lru_cache(maxsize=64)
+def _process_blocks(header: str) -> table_fast.Blocks:
+    return table_fast.Blocks([_process_layout(header).source])
+
+
+def _read_fast(lines: List[str], start: int) -> Tuple[Optional[List[TableChip]], Optional[int],
+                                                       Optional[List[TableProcess]]]:
+    """(chips, process header index, processes) where table_fast.py can read them; None for the chips (and
+    then all three) or for the processes where it leaves them to the careful readers below."""
+    pair = _chip_pair(lines[start - 2], lines[start - 1])
+    text = "\n".join(lines[start:])
+    try:
+        found = table_fast.chip_blocks(text, pair.blocks)
+        if found is None:
+            return None, None, None
+        rows, offset = found
+        chips = table_fast.records(TableChip, _CHIP_DEFAULTS, pair.fields, pair.converters, _COLUMN_KINDS, rows,
+                                   ("npu", "chip"), (("aicore_percent", "npu_util_percent"),))
+    except NpuSmiParseError:
+        return None, None, None
+    if offset is None:
+        return chips, None, []
+    header_at = start + offset
+    header = lines[header_at]
+    if not _is_closed_row(header):
+        return chips, header_at, None
+    layout = _process_layout(header)
+    if "npu" not in layout.fields or "pid" not in layout.fields:
+        return chips, header_at, None
+    required = ("npu", "pid", "chip") if "chip" in layout.fields else ("npu", "pid")
+    try:
+        rows = table_fast.process_blocks("\n".join(lines[header_at + 1:]), _process_blocks(header))
+        if rows is None:
+            return chips, header_at, None
+        processes = table_fast.records(TableProcess, _PROCESS_DEFAULTS, layout.fields, layout.converters,
+                                       _COLUMN_KINDS, rows, required)
+    except NpuSmiParseError:
+        return chips, header_at, None
+    return chips, header_at, processes
 
 
 def _read_chips(lines: List[str], start: int, row1: _RowLayout, row2: _RowLayout,
@@ -401,7 +463,6 @@ def _read_processes(lines: List[str], header_at: int, problems: Optional[List[st
     layout = _process_layout(header)
     if "npu" not in layout.fields or "pid" not in layout.fields:
         raise NpuSmiParseError("npu-smi process table header lacks NPU or Process id: {}".format(_shown(header)))
-    has_chip = "chip" in layout.fields
     processes = []
     for index in range(header_at + 1, len(lines)):
         line = lines[index]
@@ -413,18 +474,22 @@ def _read_processes(lines: List[str], header_at: int, problems: Optional[List[st
                 if _NO_PROCESSES.match(line) or _is_cut(lines, index):
                     continue  # an idle NPU, or a row cut off by truncation
                 raise NpuSmiParseError("npu-smi process row does not fit its header: {}".format(_shown(line)))
-            process = dict(_PROCESS_DEFAULTS)
-            process.update(zip(layout.fields, values))
-            if process["npu"] is None or process["pid"] is None or (has_chip and process["chip"] is None):
-                raise NpuSmiParseError("npu-smi process row without NPU, Chip or Process id: {}".format(
-                    _shown(line)))
+            process = _process(layout, values, line)
         except NpuSmiParseError as error:
             if problems is None:
                 raise
             problems.append(str(error))
             continue
-        processes.append(TableProcess(**process))
+        processes.append(process)
     return processes
+
+
+def _process(layout: _RowLayout, row_values: List[object], line: str) -> TableProcess:
+    process = dict(_PROCESS_DEFAULTS)
+    process.update(zip(layout.fields, row_values))
+    if process["npu"] is None or process["pid"] is None or ("chip" in layout.fields and process["chip"] is None):
+        raise NpuSmiParseError("npu-smi process row without NPU, Chip or Process id: {}".format(_shown(line)))
+    return TableProcess(**process)
 
 
 # Every field with its default: 950 has no Chip column (one chip per card, index 0), other columns
@@ -490,6 +555,18 @@ _CONVERTERS: Dict[str, Callable[[str], object]] = {
     "memory_mb": _int,
     "container_pid": _int,
 }
+
+
+def _bus_id_column(tokens: Tuple[str, ...], careful: Callable[[str], object]) -> list:
+    """A column of bus ids checked in one match (the tokens hold no newline), else token by token."""
+    if _BUS_IDS.fullmatch("\n".join(tokens)):
+        return list(tokens)
+    return [careful(token) for token in tokens]
+
+
+# How the fast path converts a whole column of each converter (table_fast.py); others: token by token.
+_COLUMN_KINDS: Dict[object, Callable] = {_int: table_fast.int_column, _float: table_fast.float_column,
+                                         _text: table_fast.text_column, _bus_id: _bus_id_column}
 
 
 def _ratio(percent: Optional[float]) -> Optional[float]:

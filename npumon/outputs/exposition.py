@@ -1,0 +1,164 @@
+"""/metrics rendered once per change and served from memory.
+
+Most of the exposition (the snapshot's few hundred series, the npu-smi call counts) changes only when the
+daemon publishes a new Snapshot or its calls finish, while Prometheus (or twenty dashboards) may scrape it
+many times in between. ExpositionRegistry keeps, per negotiated format, the rendered bytes of every collector
+that can say what its next render depends on (a `render_state()`, see below), and renders such a collector
+again only when that state changed: lazily, on the first scrape after the change, under one lock, so that
+concurrent scrapers share one render. Collectors without `render_state()` (the HTTP server's own counters,
+auth failures, the services' counters) form a small tail rendered on every scrape, so per-scrape counters
+stay exact; the tail follows the cached families, each family stays whole, and OpenMetrics' `# EOF` ends
+the body once.
+
+gzip: the cached prefix is compressed once into a zlib stream flushed at a byte boundary; each scrape copies
+that compressor, feeds it the tail and finishes it, which yields one ordinary gzip member (what every client
+reads) for the cost of compressing the tail.
+
+A cacheable collector has `render_state()`, returning what its output depends on (compared with ==, so a
+state object may define identity comparison), and `collect_state(state)`, yielding the families for exactly
+that state: the state is taken outside the lock (it may be slow) and the render uses that same state.
+"""
+
+import gzip
+import threading
+import zlib
+from collections import OrderedDict
+from typing import Iterable, List, NamedTuple, Optional, Tuple
+
+from prometheus_client.core import Metric
+from prometheus_client.exposition import choose_encoder
+from prometheus_client.registry import CollectorRegistry
+
+OPENMETRICS_EOF = b"# EOF\n"
+MAX_FORMATS = 4  # negotiated formats kept rendered (Accept headers could name arbitrary versions)
+
+
+class Exposition(NamedTuple):
+    content_type: str
+    body: bytes  # gzipped when `gzipped`
+    gzipped: bool
+
+
+class _Families:
+    """A fixed list of families, in the shape prometheus_client's encoders read (`collect()`)."""
+
+    def __init__(self, families: Iterable[Metric]) -> None:
+        self._families = families
+
+    def collect(self) -> Iterable[Metric]:
+        return self._families
+
+
+class _Live:
+    """The collectors rendered on every scrape, as one registry-like object."""
+
+    def __init__(self, collectors: List[object]) -> None:
+        self._collectors = collectors
+
+    def collect(self) -> Iterable[Metric]:
+        for collector in self._collectors:
+            yield from collector.collect()
+
+
+class _Part(NamedTuple):
+    collector: object
+    state: object
+    body: bytes  # OpenMetrics without its `# EOF`
+
+
+class _Format:
+    """One negotiated format: the cached parts, their concatenation and its gzip stream, built lazily."""
+
+    def __init__(self, parts: Tuple[_Part, ...]) -> None:
+        self.parts = parts
+        self.prefix = b"".join(part.body for part in parts)
+        self._gzip: Optional[Tuple[bytes, "zlib._Compress"]] = None
+        self._gzip_lock = threading.Lock()
+
+    def gzip_prefix(self) -> Tuple[bytes, "zlib._Compress"]:
+        with self._gzip_lock:
+            if self._gzip is None:
+                compressor = zlib.compressobj(6, zlib.DEFLATED, 16 + zlib.MAX_WBITS)  # 16+: a gzip header
+                self._gzip = (compressor.compress(self.prefix) + compressor.flush(zlib.Z_SYNC_FLUSH), compressor)
+            return self._gzip
+
+
+class ExpositionRegistry(CollectorRegistry):
+    """A CollectorRegistry (generate_latest and the textfile use it as ever) that also serves /metrics
+    from its cache (`exposition()`). `renders` counts the renders of cacheable collectors."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._collectors: List[object] = []  # registration order
+        self._render_lock = threading.Lock()
+        self._formats: "OrderedDict[str, _Format]" = OrderedDict()
+        self.renders = 0
+
+    def register(self, collector) -> None:
+        super().register(collector)  # refuses duplicate names, as ever
+        with self._render_lock:
+            self._collectors.append(collector)
+
+    def unregister(self, collector) -> None:
+        super().unregister(collector)
+        with self._render_lock:
+            self._collectors = [known for known in self._collectors if known is not collector]
+
+    def exposition(self, accept: str, gzip_wanted: bool) -> Exposition:
+        """The body for one scrape with these request headers (Accept; gzip from Accept-Encoding)."""
+        encoder, content_type = choose_encoder(accept)
+        openmetrics = content_type.startswith("application/openmetrics-text")
+        with self._render_lock:
+            collectors = list(self._collectors)
+        cached = [(collector, collector.render_state()) for collector in collectors if _cacheable(collector)]
+        live = [collector for collector in collectors if not _cacheable(collector)]
+        rendered = self._rendered(content_type, encoder, openmetrics, cached)
+        tail = encoder(_Live(live))  # OpenMetrics: ends with `# EOF`, even when empty
+        if not gzip_wanted:
+            return Exposition(content_type, rendered.prefix + tail, False)
+        compressed_prefix, compressor = rendered.gzip_prefix()
+        finishing = compressor.copy()
+        return Exposition(content_type, compressed_prefix + finishing.compress(tail) + finishing.flush(), True)
+
+    def _rendered(self, content_type: str, encoder, openmetrics: bool, cached: List[Tuple[object, object]]) -> _Format:
+        """The cached parts for these states, rendering again only the collectors whose state changed."""
+        with self._render_lock:
+            known = self._formats.get(content_type)
+            if known is not None and len(known.parts) == len(cached) and all(
+                    part.collector is collector and part.state == state
+                    for part, (collector, state) in zip(known.parts, cached)):
+                self._formats.move_to_end(content_type)
+                return known
+            previous = {id(part.collector): part for part in (known.parts if known is not None else ())}
+            parts = []
+            for collector, state in cached:
+                part = previous.get(id(collector))
+                if part is None or part.collector is not collector or not part.state == state:
+                    part = _Part(collector, state, _body(encoder, collector.collect_state(state), openmetrics))
+                    self.renders += 1
+                parts.append(part)
+            rendered = self._formats[content_type] = _Format(tuple(parts))
+            self._formats.move_to_end(content_type)
+            while len(self._formats) > MAX_FORMATS:
+                self._formats.popitem(last=False)
+            return rendered
+
+
+def _cacheable(collector) -> bool:
+    return hasattr(collector, "render_state") and hasattr(collector, "collect_state")
+
+
+def _body(encoder, families: Iterable[Metric], openmetrics: bool) -> bytes:
+    body = encoder(_Families(list(families)))
+    if openmetrics and body.endswith(OPENMETRICS_EOF):
+        body = body[:-len(OPENMETRICS_EOF)]  # the tail ends the whole body with it
+    return body
+
+
+def serve_metrics(registry: CollectorRegistry, accept: str, gzip_wanted: bool) -> Exposition:
+    """/metrics from an ExpositionRegistry's cache, or rendered anew from any other registry."""
+    if isinstance(registry, ExpositionRegistry):
+        return registry.exposition(accept, gzip_wanted)
+    encoder, content_type = choose_encoder(accept)
+    body = encoder(registry)
+    return Exposition(content_type, gzip.compress(body) if gzip_wanted else body, gzip_wanted)
