@@ -1,6 +1,6 @@
 """npu-exporter's output contract, written out from shared/reference/npu-exporter/COMPAT.md (section 2 label
 sets, section 5 HELP texts, verbatim from npu-exporter's code) rather than from npumon's module, so that a drift
-on either side fails; and the README's per-product mapping table, read as the tests' expectation."""
+on either side fails; and the per-product mapping table of docs/npu-exporter.md, read as the tests' expectation."""
 
 import os
 import re
@@ -95,8 +95,8 @@ VDIE = re.compile(r"[0-9A-F]{8}(-[0-9A-F]{8}){4}\Z")  # npu-exporter's vdie_id: 
 
 
 def mapping_table():
-    """The README's per-product table: {family: {product: cell}} for every family its rows name."""
-    with open(os.path.join(REPO, "README.md"), encoding="utf-8") as handle:
+    """The per-product table of docs/npu-exporter.md: {family: {product: cell}} for every family its rows name."""
+    with open(os.path.join(REPO, "docs", "npu-exporter.md"), encoding="utf-8") as handle:
         lines = handle.read().splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("| family | `atlas-800i-a2`"))
     products = re.findall(r"`([a-z0-9-]+)`", lines[start])
