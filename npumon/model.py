@@ -257,6 +257,8 @@ class Finding:
     # code's handling level; None where not known, and then left out of the JSON.
     repair_action: Optional[str] = None
     level: Optional[str] = None
+    # A host-wide cause reported once (a rule with `group: host`): the chips it affects; None otherwise.
+    chips: Optional[List[str]] = None
 
     def to_json(self) -> Dict[str, Any]:
         data = dataclasses.asdict(self)
@@ -266,7 +268,7 @@ class Finding:
         return data
 
 
-OPTIONAL_FINDING_KEYS = ("repair_action", "level")
+OPTIONAL_FINDING_KEYS = ("repair_action", "level", "chips")
 
 
 def chip_json(chip: ChipSample) -> Dict[str, Any]:

@@ -1,6 +1,6 @@
 """npu-exporter's output contract, written out from shared/reference/npu-exporter/COMPAT.md (section 2 label
 sets, section 5 HELP texts, verbatim from npu-exporter's code) rather than from npumon's module, so that a drift
-on either side fails; and the README's per-product mapping table, read as the tests' expectation."""
+on either side fails; and the per-product mapping table of docs/npu-exporter.md, read as the tests' expectation."""
 
 import os
 import re
@@ -104,16 +104,14 @@ VDIE = re.compile(r"[0-9A-F]{8}(-[0-9A-F]{8}){4}\Z")  # npu-exporter's vdie_id: 
 
 # Documents that carry rows of the per-product table; a later one's row for a family replaces an earlier one's
 # (docs/kubernetes.md: the container families, served once the Kubernetes source attaches pods).
-MAPPING_TABLE_FILES = ("README.md", os.path.join("docs", "kubernetes.md"))
+MAPPING_TABLE_FILES = (os.path.join("docs", "npu-exporter.md"), os.path.join("docs", "kubernetes.md"))
 
 
 def mapping_table():
-    """The per-product table (README.md, and the rows the docs add): {family: {product: cell}}."""
+    """The per-product table (docs/npu-exporter.md, and the rows other pages add): {family: {product: cell}}."""
     table = {}
     for name in MAPPING_TABLE_FILES:
-        path = os.path.join(REPO, name)
-        if os.path.exists(path) or name == "README.md":
-            table.update(_mapping_rows(path))
+        table.update(_mapping_rows(os.path.join(REPO, name)))
     return table
 
 

@@ -176,7 +176,7 @@ class Daemon:
             return {"schema": SCHEMA, "host": socket.gethostname(), "time": rfc3339(time.time()),
                     "status": "unknown", "error": "no poll has finished yet", "chips": [], "findings": [],
                     "sources": {}}
-        return status_document(state.snapshot, state.findings)
+        return status_document(state.snapshot, state.findings, acknowledged=state.acknowledged)
 
     def health(self) -> Tuple[bool, str]:
         """/healthz: the poll loop makes progress, the primary source has answered at least once, and the HTTP
@@ -221,12 +221,15 @@ class Daemon:
         for service in services:
             shown.update(guarded(service.name, service.statuses) or {})
         snapshot = dataclasses.replace(snapshot, sources={**snapshot.sources, **shown})  # never mutated in place
+        # after the services: the events service hands `npumon ack`s to the engine
+        acknowledged = guarded("rules", engine.acknowledged_findings) or []
         with self._lock:
-            self._state = DaemonState(snapshot=snapshot, findings=findings, last_progress=time.monotonic(),
+            self._state = DaemonState(snapshot=snapshot, findings=findings, acknowledged=acknowledged,
+                                      last_progress=time.monotonic(),
                                       started=previous.started, polls=previous.polls + 1,
                                       primary_answered=previous.primary_answered or bool(primary and primary.ok))
         guarded("journal", self.journal.publish, previous.snapshot, snapshot, transitions)
-        line = status_line(snapshot, findings, collection.primary().name)
+        line = status_line(snapshot, findings, collection.primary().name, acknowledged)
         if line != self._last_status:
             self._last_status = line
             self.notifier.status(line)

@@ -26,6 +26,7 @@ class DaemonState:
 
     snapshot: Optional[Snapshot] = None
     findings: List[Finding] = field(default_factory=list)
+    acknowledged: List[Finding] = field(default_factory=list)  # acknowledged while their condition holds
     last_progress: Optional[float] = None  # monotonic time the primary job last finished
     started: float = field(default_factory=time.monotonic)
     polls: int = 0  # primary jobs finished since start
@@ -77,14 +78,16 @@ def judge_all(*judgements: Tuple[bool, str]) -> Tuple[bool, str]:
     return judgements[0]
 
 
-def status_line(snapshot: Snapshot, findings: Sequence[Finding], primary: str) -> str:
+def status_line(snapshot: Snapshot, findings: Sequence[Finding], primary: str,
+                acknowledged: Sequence[Finding] = ()) -> str:
     """One line for `systemctl status`; `primary`: the source whose failure means no chips at all."""
     status = snapshot.sources.get(primary)
     if status is None or not status.ok:
         return "{} failing: {}".format(primary, (status.error if status else None) or "no answer yet")
     active = [finding for finding in findings if not finding.shadow]
-    return "{} chips, status {}, {} active finding{}".format(
+    line = "{} chips, status {}, {} active finding{}".format(
         len(snapshot.chips), overall_status(snapshot, findings), len(active), "" if len(active) == 1 else "s")
+    return line + (", {} acknowledged".format(len(acknowledged)) if acknowledged else "")
 
 
 def collection_settings(config: Config) -> Config:

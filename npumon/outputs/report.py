@@ -40,9 +40,10 @@ def sorted_findings(findings: Sequence[Finding]) -> List[Finding]:
     return sorted(findings, key=lambda f: (SEVERITY_ORDER.get(f.severity, 9), f.subject, f.rule))
 
 
-def status_document(snapshot: Snapshot, findings: Sequence[Finding], extra: Optional[Dict[str, Any]] = None
-                    ) -> Dict[str, Any]:
-    """The `npumon.check/v1` document (contract: see DESIGN.md)."""
+def status_document(snapshot: Snapshot, findings: Sequence[Finding], extra: Optional[Dict[str, Any]] = None,
+                    acknowledged: Sequence[Finding] = ()) -> Dict[str, Any]:
+    """The `npumon.check/v1` document (contract: see DESIGN.md). `acknowledged`: findings an operator
+    acknowledged whose condition still holds; listed apart, they no longer count for the status."""
     document = {
         "schema": SCHEMA,
         "host": snapshot.host.hostname,
@@ -52,6 +53,7 @@ def status_document(snapshot: Snapshot, findings: Sequence[Finding], extra: Opti
         "driver_version": snapshot.driver_version,
         "chips": [chip_json(chip) for chip in snapshot.chips],
         "findings": [finding.to_json() for finding in sorted_findings(findings)],
+        "acknowledged": [finding.to_json() for finding in sorted_findings(acknowledged)],
         "sources": {name: status.to_json() for name, status in sorted(snapshot.sources.items())},
         "host_facts": dataclasses.asdict(snapshot.host),
     }

@@ -33,7 +33,7 @@ CACHE_ENTRIES = 64  # a handful of scrapers and users; bounded, whatever clients
 BCRYPT_WAIT_SECONDS = 5.0  # a request that cannot get the bcrypt slot within this gets 503, not a hang
 MAX_AUTHORIZATION_BYTES = 4096
 
-# reason label -> what it means (README "Securing the exporter")
+# reason label -> what it means (docs/exporter.md, "Securing the exporter")
 REASONS = ("missing", "malformed", "wrong_credentials", "busy", "client_cert_missing", "client_cert_invalid",
            "client_cert_san")
 

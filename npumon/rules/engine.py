@@ -18,6 +18,10 @@ For every rule and every subject of its kind (each chip, or the host) the engine
 * `restore()` takes over the findings and acknowledgements a previous run persisted (the event store),
   so a restart neither forgets a sticky finding nor fires an active one again; `replace_rules()` swaps
   the rules on a config reload and keeps the state of the rules that remain.
+* What is reported (active(), transitions()) is shaped by presentation.py: a finding another active finding
+  on its subject inhibits is not reported, and the chips of a `group: host` rule are reported as one host
+  finding. "fired"/"resolved" transitions are the changes of what is reported, so an inhibited finding
+  resolves when its inhibitor fires and fires again when the inhibitor clears while it still holds.
 * `one_shot=True` (`npumon check`): `for` and `clear_for` are ignored, and window functions see the one
   sample there is (increase/delta/changes are 0, rate is null), so window-based rules stay quiet.
 """
@@ -33,6 +37,7 @@ from .expr import EvalContext, Series
 from .facts import HOST_SUBJECT, snapshot_facts
 from .history import History
 from .loader import Rule
+from .presentation import Key, reported_findings
 from .template import NULL_TEXT, Template, compile_template
 
 FIRED = "fired"
@@ -70,13 +75,14 @@ class RuleEngine:
                  on_acknowledge: Optional[Callable[[str, str], None]] = None):
         """`acknowledged` restores persisted acknowledgements; `on_acknowledge(rule_id, subject)` is called
         for every new one (the hook a persistent store plugs into)."""
-        self._rules = [_CompiledRule(rule) for rule in rules]
-        self._sticky_rules = frozenset(rule.id for rule in rules if rule.sticky)
+        self._set_rules(rules)
         self._params = dict(params)
         self._one_shot = one_shot
         self._history = History(_longest_windows(rules))
         self._states: Dict[Tuple[str, str], _State] = {}
         self._acknowledged: Set[Tuple[str, str]] = set(acknowledged)
+        self._acknowledged_findings: Dict[Key, Finding] = {}  # what each acknowledgement acknowledged
+        self._reported: Dict[Key, Finding] = {}
         self._on_acknowledge = on_acknowledge
         self._transitions: Deque[Tuple[str, Finding]] = collections.deque(maxlen=MAX_PENDING_TRANSITIONS)
         # The daemon polls on a scheduler thread while acknowledgements arrive on HTTP threads.
@@ -104,11 +110,19 @@ class RuleEngine:
                         self._step(compiled, subject, context, now)
             if not _any_source_down(snapshot):
                 self._forget_vanished(set(facts_by_subject))
+            self._release_group_acknowledgements()
+            self._report()
             return self.active()
 
     def active(self) -> List[Finding]:
+        """The reported findings: inhibited ones left out, host-wide causes once."""
         with self._lock:
-            findings = [state.finding for state in self._states.values() if state.finding is not None]
+            return sorted(self._reported.values(), key=_finding_order)
+
+    def acknowledged_findings(self) -> List[Finding]:
+        """The findings acknowledged while their condition still holds (shown as acknowledged, not as OK)."""
+        with self._lock:
+            findings = [finding for key, finding in self._acknowledged_findings.items() if key in self._acknowledged]
         return sorted(findings, key=_finding_order)
 
     def transitions(self) -> List[Tuple[str, Finding]]:
@@ -120,14 +134,21 @@ class RuleEngine:
         return transitions
 
     def acknowledge(self, rule_id: str, subject: str) -> bool:
-        """Resolve an active finding and keep it quiet until its condition clears. False if none is active."""
+        """Resolve a reported finding and keep it quiet until its condition clears. False if none is reported.
+        A host-wide finding (`group: host`) is acknowledged on every chip it lists."""
         key = (rule_id, subject)
         with self._lock:
-            state = self._states.get(key)
-            if state is None or state.finding is None:
+            reported = self._reported.get(key)
+            if reported is None:
                 return False
-            self._resolve(key, state)
+            for chip_key in [(rule_id, chip) for chip in reported.chips] if reported.chips else [key]:
+                state = self._states.get(chip_key)
+                if state is not None:
+                    self._resolve(chip_key, state)
+                self._acknowledged.add(chip_key)
             self._acknowledged.add(key)
+            self._acknowledged_findings[key] = reported
+            self._report()
         if self._on_acknowledge is not None:
             self._on_acknowledge(rule_id, subject)
         return True
@@ -140,31 +161,38 @@ class RuleEngine:
         with self._lock:
             return sorted(self._acknowledged)
 
-    def restore(self, findings: Iterable[Finding] = (),
-                acknowledged: Iterable[Tuple[str, str]] = ()) -> List[Tuple[str, str]]:
+    def restore(self, findings: Iterable[Finding] = (), acknowledged: Iterable[Tuple[str, str]] = (),
+                acknowledged_findings: Iterable[Finding] = ()) -> List[Tuple[str, str]]:
         """Take over what a previous run left (the event store keeps it): `findings` become active again
         without a new "fired" transition, and then resolve or stay exactly as if the daemon had never
         stopped (sticky ones until acknowledged); `acknowledged` (rule, subject) stay quiet until their
-        condition clears. State this engine already has wins, so restoring twice changes nothing.
-        Returns the (rule, subject) keys it cannot take: the rule is gone or now judges another kind of
-        subject."""
+        condition clears, and `acknowledged_findings` are what they acknowledged, to show them. A host-wide
+        finding comes back as its chips' findings. State this engine already has wins, so restoring twice
+        changes nothing. Returns the (rule, subject) keys it cannot take: the rule is gone or now judges
+        another kind of subject."""
         rules = {compiled.rule.id: compiled.rule for compiled in self._rules}
         rejected = []
         with self._lock:
             for finding in findings:
                 key = (finding.rule, finding.subject)
                 rule = rules.get(finding.rule)
-                if rule is None or rule.subject != _subject_kind(finding.subject):
+                if rule is None or not _judges(rule, finding.subject):
                     rejected.append(key)
-                elif key not in self._states and key not in self._acknowledged:
-                    state = self._states[key] = _State()
-                    state.finding = _as_defined_by(rule, finding)
+                    continue
+                for chip_finding in _per_chip(finding):
+                    chip_key = (chip_finding.rule, chip_finding.subject)
+                    if chip_key not in self._states and chip_key not in self._acknowledged:
+                        state = self._states[chip_key] = _State()
+                        state.finding = _as_defined_by(rule, chip_finding)
             for key in acknowledged:
                 rule = rules.get(key[0])
-                if rule is None or rule.subject != _subject_kind(key[1]):
+                if rule is None or not _judges(rule, key[1]):
                     rejected.append(key)
                 elif key not in self._states:
                     self._acknowledged.add(key)
+            for finding in acknowledged_findings:
+                self._acknowledged_findings[(finding.rule, finding.subject)] = finding
+            self._report(announce=False)  # the last run reported these: no "fired" for them
         return rejected
 
     def replace_rules(self, rules: Sequence[Rule], params: Dict[str, float]) -> None:
@@ -176,7 +204,7 @@ class RuleEngine:
 
         def still_judged(key: Tuple[str, str]) -> bool:
             rule = by_id.get(key[0])
-            return rule is not None and rule.subject == _subject_kind(key[1])
+            return rule is not None and _judges(rule, key[1])
 
         with self._lock:
             for key, state in list(self._states.items()):
@@ -185,12 +213,40 @@ class RuleEngine:
                 elif state.finding is not None:
                     state.finding = _as_defined_by(by_id[key[0]], state.finding)
             self._acknowledged = {key for key in self._acknowledged if still_judged(key)}
-            self._rules = [_CompiledRule(rule) for rule in rules]
-            self._sticky_rules = frozenset(rule.id for rule in rules if rule.sticky)
+            self._set_rules(rules)
             self._params = dict(params)
             self._history.set_windows(_longest_windows(rules))
+            self._report()
 
     # ----------------------------------------------------------------------------------------- internals
+
+    def _set_rules(self, rules: Sequence[Rule]) -> None:
+        self._rules = [_CompiledRule(rule) for rule in rules]
+        self._sticky_rules = frozenset(rule.id for rule in rules if rule.sticky)
+        self._inhibits = {rule.id: rule.inhibits for rule in rules if rule.inhibits}
+        self._grouped = frozenset(rule.id for rule in rules if rule.group_host)
+
+    def _report(self, announce: bool = True) -> None:
+        """Work out what is reported now; its changes are the transitions."""
+        raw = {key: state.finding for key, state in self._states.items() if state.finding is not None}
+        reported = reported_findings(raw, self._inhibits, self._grouped, self._acknowledged)
+        if announce:
+            for key, finding in self._reported.items():
+                if key not in reported:
+                    self._transitions.append((RESOLVED, finding))
+            for key, finding in reported.items():
+                if key not in self._reported:
+                    self._transitions.append((FIRED, finding))
+        self._reported = reported
+        for key in [key for key in self._acknowledged_findings if key not in self._acknowledged]:
+            del self._acknowledged_findings[key]
+
+    def _release_group_acknowledgements(self) -> None:
+        """A host-wide acknowledgement lasts while one of its rule's chips is still held by it."""
+        held_rules = {rule for rule, subject in self._acknowledged if subject != HOST_SUBJECT}
+        for key in [key for key in self._acknowledged if key[0] in self._grouped and key[1] == HOST_SUBJECT]:
+            if key[0] not in held_rules:
+                self._acknowledged.discard(key)
 
     def _series_reader(self, subject: str, now: float) -> Callable[[str, float], Series]:
         history = self._history
@@ -203,6 +259,8 @@ class RuleEngine:
         rule = compiled.rule
         key = (rule.id, subject)
         value = rule.expr.evaluate(context)
+        if value is True and rule.id in self._grouped and (rule.id, HOST_SUBJECT) in self._acknowledged:
+            self._acknowledged.add(key)  # a chip of an acknowledged host-wide finding (restored after a restart)
         if key in self._acknowledged:
             if value is False:
                 self._acknowledged.discard(key)  # the condition went away: the next occurrence fires again
@@ -226,7 +284,6 @@ class RuleEngine:
             state.pending_since = now
         if self._one_shot or now - state.pending_since >= compiled.rule.for_seconds:
             state.finding = self._render(compiled, key[1], context, state.pending_since)
-            self._transitions.append((FIRED, state.finding))
 
     def _step_active(self, compiled: _CompiledRule, key: Tuple[str, str], state: _State, value: Any,
                      context: EvalContext, now: float) -> None:
@@ -245,9 +302,7 @@ class RuleEngine:
             self._resolve(key, state)
 
     def _resolve(self, key: Tuple[str, str], state: _State) -> None:
-        if state.finding is not None:
-            self._transitions.append((RESOLVED, state.finding))
-        del self._states[key]
+        del self._states[key]  # the "resolved" transition comes from _report()
 
     def _render(self, compiled: _CompiledRule, subject: str, context: EvalContext, since: float) -> Finding:
         rule = compiled.rule
@@ -292,6 +347,18 @@ def _longest_windows(rules: Sequence[Rule]) -> Dict[str, float]:
 
 def _subject_kind(subject: str) -> str:
     return "host" if subject == HOST_SUBJECT else "chip"
+
+
+def _judges(rule: Rule, subject: str) -> bool:
+    """Whether the rule can have a finding on this subject (a `group: host` chip rule reports the host)."""
+    return rule.subject == _subject_kind(subject) or (rule.group_host and subject == HOST_SUBJECT)
+
+
+def _per_chip(finding: Finding) -> List[Finding]:
+    """A host-wide finding as its chips' findings; any other finding as itself."""
+    if not finding.chips:
+        return [finding]
+    return [dataclasses.replace(finding, subject=chip, chips=None) for chip in finding.chips]
 
 
 def _as_defined_by(rule: Rule, finding: Finding) -> Finding:

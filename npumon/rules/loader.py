@@ -20,6 +20,9 @@ A rule file is a YAML mapping with two optional keys:
         repair_action: "{fault_repair_action}"   # template: what repairs it (none, restart_workload, reset_npu,
         level: "{fault_level}"   # reboot_host, inspect_hardware, replace_hardware), and the fault's level
         reboot_clears: true      # a reboot of the host (a new boot id) resolves it, sticky or not
+        inhibits: [temperature-warning]   # while active on a subject, these rules' findings there are not
+                                 # reported (rules of the same subject kind; see presentation.py)
+        group: host              # a chip rule with a host-wide cause: reported once, listing its chips
         enabled: false           # drop the rule (e.g. a built-in one)
 
 Files are applied in order (built-in first). A later entry with an existing id overrides only the keys
@@ -49,7 +52,7 @@ BUILTIN_RULES_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "b
 SUBJECT_KINDS = ("chip", "host")
 MODES = ("normal", "shadow")
 RULE_KEYS = ("id", "enabled", "subject", "expr", "for", "clear", "clear_for", "severity", "summary", "hint",
-             "labels", "mode", "sticky", "repair_action", "level", "reboot_clears")
+             "labels", "mode", "sticky", "repair_action", "level", "reboot_clears", "inhibits", "group")
 REQUIRED_FOR_NEW_RULES = ("subject", "expr", "severity", "summary")
 _RULE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 _PARAM_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -73,6 +76,8 @@ class Rule:
     repair_action: str = ""  # template; empty or null when rendered: the finding has none
     level: str = ""  # template of the fault's handling level, likewise
     reboot_clears: bool = False  # a reboot (new boot id) resolves its findings, sticky ones too
+    inhibits: Tuple[str, ...] = ()  # ids of rules whose findings on the same subject it hides while active
+    group_host: bool = False  # `group: host`: its chips' findings are reported as one host finding
 
 
 class RuleError(ValueError):
@@ -237,7 +242,22 @@ def load_rules(user_files: Sequence[str] = (), params: Optional[Dict[str, float]
             raise _fail(enabled.path, enabled.line, "enabled must be true or false", entry.id)
         if enabled is None or enabled.value:
             rules.append(_build_rule(entry, effective))
+    _check_inhibits(rules, merged)
     return rules, effective
+
+
+def _check_inhibits(rules: Sequence[Rule], merged: Mapping[str, _Entry]) -> None:
+    """`inhibits` names rules some file defines, of the same subject kind; a disabled one is fine."""
+    subjects = {rule.id: rule.subject for rule in rules}
+    for rule in rules:
+        for inhibited in rule.inhibits:
+            value = merged[rule.id].fields["inhibits"]
+            if inhibited not in merged:
+                raise _fail(value.path, value.line, "inhibits: no rule has the id {!r}{}".format(
+                    inhibited, _suggest(inhibited, merged)), rule.id)
+            if inhibited in subjects and subjects[inhibited] != rule.subject:
+                raise _fail(value.path, value.line, "inhibits: {!r} judges the {}, not the {}".format(
+                    inhibited, subjects[inhibited], rule.subject), rule.id)
 
 
 def _effective_params(files: Sequence[_RuleFile], overrides: Mapping[str, Any]) -> Dict[str, float]:
@@ -283,6 +303,8 @@ def _build_rule(entry: _Entry, params: Mapping[str, float]) -> Rule:
         repair_action=checker.repair_action(subject, params),
         level=checker.template("level", subject, params),
         reboot_clears=checker.flag("reboot_clears"),
+        inhibits=checker.rule_ids("inhibits"),
+        group_host=checker.group(subject),
     )
 
 
@@ -354,6 +376,25 @@ class _FieldChecker:
             raise self._error("repair_action", "must be one of {} (or a template), got {!r}".format(
                 ", ".join(REPAIR_ACTIONS), text))
         return text
+
+    def rule_ids(self, key: str) -> Tuple[str, ...]:
+        value = self._get(key, [])
+        if not isinstance(value, list) or not all(isinstance(item, str) and _RULE_ID.fullmatch(item)
+                                                  for item in value):
+            raise self._error(key, "must be a list of rule ids, got {!r}".format(value))
+        if self.entry.id in value:
+            raise self._error(key, "a rule cannot inhibit itself")
+        return tuple(value)
+
+    def group(self, subject: str) -> bool:
+        value = self._get("group", None)
+        if value is None:
+            return False
+        if value != "host":
+            raise self._error("group", "must be host, got {!r}".format(value))
+        if subject != "chip":
+            raise self._error("group", "only a chip rule can be grouped on its host")
+        return True
 
     def labels(self) -> Dict[str, str]:
         value = self._get("labels", {})

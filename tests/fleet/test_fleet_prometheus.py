@@ -245,7 +245,7 @@ def _label_values(fleet, label, selector):
 # ecc-uncorrectable finding does catch it (NpumonFindingActive below).
 EXPECTED_ALERTS = [
     ("NpumonTargetDown", "sim-a2-offline", None),
-    ("NpuChipHealthCritical", "sim-duo-alarm", "npu2/chip0"),
+    ("NpuChipHealthAlarm", "sim-duo-alarm", "npu2/chip0"),
     ("NpuChipHealthWarning", "sim-duo-alarm", "npu2/chip1"),
     ("NpuChipTemperatureCritical", "sim-a3-overheat", "npu0/chip0"),
     ("NpuChipTemperatureHigh", "sim-a3-overheat", "npu0/chip0"),

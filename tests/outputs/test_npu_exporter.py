@@ -1,5 +1,5 @@
 """npu-exporter's families as npumon renders them, against npu-exporter's documented contract
-(tests/npu_exporter_contract.py) and the README's mapping table."""
+(tests/npu_exporter_contract.py) and the mapping table of docs/npu-exporter.md."""
 
 import re
 

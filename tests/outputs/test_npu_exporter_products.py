@@ -1,5 +1,5 @@
 """Every simulated product in compat mode, end to end: `npumon check --full` against the simulator writes the
-exposition (--textfile) and the JSON document; every family the README's mapping table lists for the product is
+exposition (--textfile) and the JSON document; every family the mapping table of docs/npu-exporter.md lists for the product is
 there for every chip it says, with npu-exporter's labels and units, and nothing it says is absent is."""
 
 import json

@@ -198,7 +198,8 @@ CASES = {
     "pcie-degraded": (first_chip(pcie=PcieLink(8.0, 16.0, 16, 16)), 315, None, CHIP0),
     "numa-balancing-enabled": (host(numa_balancing=1), 0, None, "host"),
     "max-map-count-low": (host(max_map_count=65530), 0, None, "host"),
-    "cpu-bottleneck": (starved_chip, 315, None, CHIP0),
+    # a host-wide cause: reported once, on the host, listing the starved chip
+    "cpu-bottleneck": (starved_chip, 315, None, "host"),
     "memory-bound": (first_chip(hbm_bandwidth_ratio=0.95), 315, None, CHIP0),
     "serving-saturated": (growing_queue_on_saturated_chips, 615, None, "host"),
     "load-imbalance": (half_the_chips_lagging, 615, None, "host"),
@@ -299,6 +300,7 @@ def test_cpu_bottleneck_hint_shows_host_and_numa_figures():
     finding = next(f for f in findings if f.rule == "cpu-bottleneck")
     assert "12%" in finding.summary and "queue 12" in finding.summary
     assert "Host CPU 30%" in finding.hint and "busiest node 35%" in finding.hint
+    assert finding.subject == "host" and finding.chips == [CHIP0]
 
 
 def test_idle_server_is_not_a_cpu_bottleneck():

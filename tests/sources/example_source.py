@@ -1,4 +1,4 @@
-"""The README's worked example of a new source: how often each chip was reset, from the log that an
+"""The worked example of a new source in docs/development.md: how often each chip was reset, from the log that an
 operator's reset tooling keeps (`<root>/var/lib/npu-resets`, one `NPU CHIP COUNT` line per chip).
 
 Everything a source needs is here: the source (one tier, one Reading, new Parts with its values), its

@@ -1,5 +1,5 @@
 """The source contract: every listed source satisfies it; a new source is one module plus one line in the list
-(the README's worked example, example_source.py beside this file, registered through the same list); and no Snapshot
+(the worked example of docs/development.md, example_source.py beside this file, registered through the same list); and no Snapshot
 part is changed after it is published."""
 
 import dataclasses

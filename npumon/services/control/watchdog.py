@@ -14,7 +14,7 @@ the command line, so a BMC password in a fan command does not show in `ps`.
 
 Not covered: the watchdog killed too (kill -9 of both, an OOM kill of the pair, systemd's final SIGKILL of
 the unit's cgroup before it finished). systemd's ExecStopPost=npumon control fan --safe covers those
-under systemd; see the README.
+under systemd; see docs/control.md.
 """
 
 import json

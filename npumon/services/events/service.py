@@ -381,8 +381,8 @@ class EventService:
             if row.state == ACTIVE:
                 self._store_change(store, transition_change(RESOLVED, row.finding, "the host rebooted"), now)
         active = [row.finding for row in rows.values() if row.state == ACTIVE]
-        acknowledged = [key for key, row in rows.items() if row.state == ACKNOWLEDGED]
-        for key in self._engine().restore(active, acknowledged):
+        acknowledged = [row.finding for row in rows.values() if row.state == ACKNOWLEDGED]
+        for key in self._engine().restore(active, [(f.rule, f.subject) for f in acknowledged], acknowledged):
             row = rows.pop(key)
             if row.state == ACTIVE:
                 self._store_change(store, transition_change(RESOLVED, row.finding, "rule no longer loaded"), now)
