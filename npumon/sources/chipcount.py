@@ -133,10 +133,12 @@ class ChipCountSource(SingleTierSource[Dict[str, Any]]):
             return parts
         chips = parts.chips
         listed = len(chips) if chips else None  # no table now: npu-smi is down, source-down tells
-        learned_chips = max(self.learned["chips"], len(chips))
-        expected = self.configured if self.configured else (learned_chips or None)
         buses = [chip.bus_id.lower() for chip in chips if chip.bus_id]
         listed_buses = buses if chips and len(buses) == len(chips) else None
+        # an NPU on the bus but not in the table has at least one chip the table should list
+        unlisted = len(set(value["pci"]) - set(listed_buses)) if listed_buses is not None else 0
+        learned_chips = max(self.learned["chips"], len(chips) + unlisted)
+        expected = self.configured if self.configured else (learned_chips or None)
         found = judge(expected, listed, self.learned["pci"], value["pci"], listed_buses)
         host = dataclasses.replace(parts.host, extra=dict(parts.host.extra, **{EXTRA_KEY: found}))
         return dataclasses.replace(parts, host=host)

@@ -62,7 +62,7 @@ def test_a_card_gone_from_table_and_bus_after_a_restart_is_still_missing(tmp_pat
 def test_a_card_on_the_bus_but_not_in_the_table_is_missing_on_the_first_run(tmp_path):
     sysfs(tmp_path / "root", npus(8))
     first = found(source(tmp_path, state=False), chips(7))
-    assert first["missing"] == 1 and first["unlisted"] == ["0000:c8:00.0"]
+    assert first["missing"] == 1 and first["unlisted"] == ["0000:c8:00.0"] and first["expected"] == 8
 
 
 def test_the_configured_count_wins_and_a_table_not_read_says_nothing(tmp_path):
