@@ -27,6 +27,9 @@ class FaultsConfig:
     # the expected-chip-count check (sources/chipcount.py): NPU chips this host should have; 0 learns the count
     # from npu-smi's table and the NPUs on the PCI bus, and keeps it in the state directory
     expected_chips: int = 0
+    # where /dev/kmsg cannot be opened for want of permission, read the kernel log from the journal instead
+    journal_fallback: bool = True
+    journalctl: str = "journalctl"
     chip_count: bool = True  # false turns the expected-chip-count check off
 
     @property

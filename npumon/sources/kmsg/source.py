@@ -29,6 +29,9 @@ from ..base import Parts, Section, SingleTierSource, SourceContext, SourceError,
 from .book import Entry, FaultBook
 from .config import FaultsConfig, faults_config_problems
 from .facts import EXTRA_KEY, STATS_KEY, chip_facts, host_facts
+from ..runner import CommandRunner
+from .journal import MAX_OUTPUT_BYTES as JOURNAL_MAX_OUTPUT_BYTES, TIMEOUT_SECONDS as JOURNAL_TIMEOUT_SECONDS, \
+    JournalReader
 from .reader import KmsgDevice, LogFile, ReadError
 from .state import BOOT_ID_PATH, load_state, read_boot_id, save_state
 
@@ -46,14 +49,17 @@ class KmsgSource(SingleTierSource[Dict[str, int]]):
 
     def __init__(self, config: FaultsConfig, root: str, state_dir: Optional[str], patterns: Sequence[Pattern],
                  clock=time.time, max_age: float = 120.0, device: Optional[KmsgDevice] = None,
-                 before_read: Optional[Callable[[float], Any]] = None):
+                 before_read: Optional[Callable[[float], Any]] = None, journal: Optional[JournalReader] = None):
         """`state_dir` None: one pass (`npumon check`), from the start of the log, nothing saved; `device`:
         the /dev/kmsg reader (a test's stands in for the kernel); `before_read(now)`: a simulated host's
-        kernel writing the lines due (sim/kmsg.py)."""
+        kernel writing the lines due (sim/kmsg.py); `journal`: the reader to fall back to where /dev/kmsg
+        is not readable (None: no fallback)."""
         super().__init__(config.interval_seconds, max_age, clock)
         self.config = config
         self.patterns = list(patterns)
         self.before_read = before_read
+        self.journal = journal if config.journal_fallback else None
+        self._use_journal = False
         self.state_dir = state_dir
         self.boot_id = read_boot_id(os.path.join(root, BOOT_ID_PATH))
         self.file = LogFile(config.kmsg_path) if config.kmsg_path else None
@@ -127,10 +133,17 @@ class KmsgSource(SingleTierSource[Dict[str, int]]):
                                                               int(self._cursor.get("offset") or 0), limit)
                 cursor = {"path": self.file.path, "inode": inode, "offset": offset}
                 lost = 0
+            elif self._use_journal:
+                records, journal_cursor, lost = self.journal.read(self._cursor.get("journal"), limit)
+                cursor, more = dict(self._cursor, journal=journal_cursor), False
             else:
                 records, lost, more = self.device.read(self._cursor.get("seq"), limit)
                 cursor = dict(self._cursor, seq=records[-1].seq) if records else self._cursor
         except ReadError as exc:
+            if exc.denied and self.journal is not None and not self._use_journal:
+                log.info("kmsg: %s; reading the kernel log from the journal instead", exc)
+                self._use_journal = True
+                return self._read_once()
             raise SourceError(str(exc)) from None
         now = self.clock()
         with self._lock:
@@ -231,8 +244,13 @@ def build(context: SourceContext) -> Optional[KmsgSource]:
     if not config.enabled:
         return None
     state_dir = None if context.one_pass else os.path.dirname(cache_path(context))
+    journal = None
+    if config.journal_fallback and not config.kmsg_path:
+        journal = JournalReader(CommandRunner([config.journalctl], JOURNAL_TIMEOUT_SECONDS, max_concurrent=1,
+                                              max_output_bytes=JOURNAL_MAX_OUTPUT_BYTES))
     return KmsgSource(config, context.target.root, state_dir, load_patterns(config.pattern_files),
-                      clock=context.clock, max_age=context.config.max_age_seconds, before_read=before_read)
+                      clock=context.clock, max_age=context.config.max_age_seconds, before_read=before_read,
+                      journal=journal)
 
 
 def _sim_state_dir(target: Any) -> Optional[str]:
