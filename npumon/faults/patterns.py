@@ -57,9 +57,31 @@ class LineFault:
 
 
 def load_patterns(extra_files: Sequence[str] = ()) -> List[Pattern]:
-    """The users' patterns first, then the built-in ones that they do not replace (by class)."""
+    """The users' patterns first, then the built-in ones that they do not replace (by class). Read once per
+    version of the files: validating the config and building the source both ask, at every start."""
+    paths = list(extra_files) + [PATTERNS_PATH]
+    key = tuple((path,) + _file_version(path) for path in paths)
+    if _last_loaded and _last_loaded[0] == key:
+        return list(_last_loaded[1])
+    patterns = _load(paths)
+    _last_loaded[:] = [key, patterns]
+    return list(patterns)
+
+
+_last_loaded: List[Any] = []  # [key, patterns] of the last successful load
+
+
+def _file_version(path: str) -> tuple:
+    try:
+        status = os.stat(path)
+    except OSError:
+        return (None, None)  # reading it will say why
+    return (status.st_mtime_ns, status.st_size)
+
+
+def _load(paths: Sequence[str]) -> List[Pattern]:
     patterns: List[Pattern] = []
-    for path in list(extra_files) + [PATTERNS_PATH]:
+    for path in paths:
         for pattern in _read_file(path):
             if all(known.fault_class != pattern.fault_class for known in patterns):
                 patterns.append(pattern)

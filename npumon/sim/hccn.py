@@ -146,7 +146,9 @@ def link_history(net: Dict, t: float, now: float) -> Tuple[int, int, List[Tuple[
             at = now - t - HISTORY_SECONDS + (index + 1) * period
             events += [(at - 2.0, "DOWN"), (at, "UP")]
     if net["link"] == "DOWN":
-        events.append((now - min(t, 60.0), "DOWN"))  # it went down at most a minute ago
+        # it went down at most a minute ago, or link_down_for_seconds before scenario time 0
+        down_for = float(net.get("link_down_for_seconds") or 0.0)
+        events.append((now - t - down_for if down_for else now - min(t, 60.0), "DOWN"))
     events.sort()
     ups = sum(1 for _, state in events if state == "UP")
     return ups, len(events) - ups, list(reversed(events))[:MAX_RECORDS]

@@ -41,6 +41,7 @@ class SimLink:
     current_width: int
     max_width: int
     numa_node: int = -1  # as sysfs prints it; -1 = unknown
+    pci_device_id: Optional[int] = None  # the NPU's PCI device id (vendor 0x19e5) in sysfs; None: no such files
 
 
 @dataclass
@@ -240,12 +241,15 @@ def _write_links(root: str, spec: HostRootSpec) -> None:
     devices = os.path.join(root, "sys", "bus", "pci", "devices")
     addresses = {link.bus_id.lower(): link for link in spec.links}
     _remove_entries(devices, [name for name in _listdir(devices) if name not in addresses],
-                    list(PCI_LINK_FILES) + ["numa_node"])
+                    list(PCI_LINK_FILES) + ["numa_node", "vendor", "device"])
     for address, link in addresses.items():
         values = (link.current_speed, link.max_speed, link.current_width, link.max_width)
         for name, value in zip(PCI_LINK_FILES, values):
             _write_text(os.path.join(devices, address, name), "{}\n".format(value))
         _write_text(os.path.join(devices, address, "numa_node"), "{}\n".format(link.numa_node))
+        if link.pci_device_id is not None:  # sysfs prints both ids as 0x%04x
+            _write_text(os.path.join(devices, address, "vendor"), "0x19e5\n")
+            _write_text(os.path.join(devices, address, "device"), "0x{:04x}\n".format(link.pci_device_id))
 
 
 @contextlib.contextmanager

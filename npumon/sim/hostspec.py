@@ -3,7 +3,11 @@
 from typing import Any, Dict, List
 
 from .hostroot import HostRootSpec, SimLink
-from .products import Product
+from .products import FAMILY_910, FAMILY_910_93, FAMILY_910B, FAMILY_950, Product
+
+# The NPUs' PCI device ids as the reference gives them (npu-smi -t board; the driver's ascend_bug_report.sh);
+# none is known for the 310 family, whose simulated PCI devices have no vendor/device files.
+PCI_DEVICE_IDS = {FAMILY_910: 0xD801, FAMILY_910B: 0xD802, FAMILY_910_93: 0xD803, FAMILY_950: 0xD806}
 
 
 def host_root_spec(product: Product, host: Dict[str, Any], cpu_busy_ratio: List[float]) -> HostRootSpec:
@@ -49,5 +53,6 @@ def _links(product: Product, overrides: List[Dict[str, Any]], numa_nodes: int) -
             current_width=override.get("current_width", product.pcie_max_width),
             max_width=product.pcie_max_width,
             numa_node=index * numa_nodes // len(slots),  # first half of the cards on node 0, as on Atlas 800
+            pci_device_id=PCI_DEVICE_IDS.get(product.family),
         )
     return list(links.values())

@@ -31,7 +31,7 @@ from .products import BOARD_WIDE_KNOBS, PWM_MODE, QUERYABLE_KNOBS, Product, get_
 from .render_query import render_query
 from .render_table import Chip, render_info, render_list, render_mapping
 from .state import STATE_ENV, SimStateError, cpu_clock, read_state, scenario_time
-from .values import chip_values_at, host_cpu_busy_at
+from .values import chip_present_at, chip_values_at, host_cpu_busy_at
 
 USAGE = "Usage: npu-smi info <watch|proc|-h|-m|-l|-t type> [Options...]"
 NOT_FOUND = "Command or option is not found."
@@ -156,7 +156,8 @@ def sim_host(state: Dict, t: float, knobs: Optional[Dict] = None) -> SimHost:
     product = get_product(state["product"])
     chips_spec = state["scenario"]["chips"]
     chips = [(slot, chip_values_at(chips_spec, slot.device_id, t, slot.memory_total_mb, product.aicore_rated_mhz,
-                                   slot.ddr_total_mb)) for slot in product.slots()]
+                                   slot.ddr_total_mb)) for slot in product.slots()
+             if chip_present_at(chips_spec, slot.device_id, t)]
     if knobs is not None and PWM_MODE in product.knobs:
         from .knobs import cooling_offset
 
@@ -235,6 +236,8 @@ def _query(options: Dict[str, Optional[str]], sim: SimHost) -> Tuple[str, int]:
     if query in QUERYABLE_KNOBS:
         return _knob_query(query, npu, chip, sim)
     card_chips = [(slot, values) for slot, values in sim.chips if slot.npu == npu]
+    if not card_chips:  # every chip of the card dropped out (the card-drop scenario)
+        return "Invalid card id.\nError parameter of -i\n{}\n".format(USAGE), EXIT_INVALID_PARAMETER
     text = render_query(product, query, npu, chip, card_chips, sim.driver_version, sim.firmware_version)
     # real npu-smi exits 0 after refusing a query the hardware does not support
     return (unsupported, 0) if text is None else (text, 0)

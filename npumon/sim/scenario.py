@@ -15,6 +15,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import yaml
 
+from .kmsg import check_entries as check_kmsg
 from .products import PRODUCTS
 from .pyacl import CORRUPTIBLE_CALLS, DEFAULT_ACL_RUNTIME, FAULT_CALLS, PYACL_KINDS, RT_DEVICE_STATUS, RUNTIME_VIEW_KEYS
 from .values import CHIP_FIELDS, ERRORS, HOST_FIELDS, NUMBER, PROBE, PROCESSES, TEXT, TEXT_CHOICES
@@ -23,7 +24,7 @@ SCENARIO_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "scenari
 BEHAVIOURS = ("normal", "hang", "garbage", "unsupported")
 _RAMP_KEYS = ("start", "per_minute", "wobble", "period_seconds", "min", "max")
 _TOP_KEYS = ("description", "product", "behaviour", "delay_seconds", "latency_scale", "garbage",
-             "serving_queue_depth", "chips", "host", "acl_runtime")
+             "serving_queue_depth", "chips", "host", "acl_runtime", "kmsg")
 _PROBE_KEYS = ("fail", "error_code", "hang", "corrupt", "device_status", "slow", "delay_seconds")
 _GARBAGE_KEYS = ("table_keep_fraction", "query_keep_fraction")
 DEFAULT_GARBAGE = {"table_keep_fraction": 0.6, "query_keep_fraction": 0.5}
@@ -141,6 +142,8 @@ class _Checker:
             },
             "host": self.host(top["host"]) if "host" in top else {},
             "acl_runtime": self.acl_runtime(top["acl_runtime"]) if "acl_runtime" in top else dict(DEFAULT_ACL_RUNTIME),
+            # the kernel log's driver lines over time (sim/kmsg.py)
+            "kmsg": check_kmsg(self, top["kmsg"]) if "kmsg" in top else [],
         }
 
     def overrides(self, where: _Where) -> List[Dict[str, Any]]:

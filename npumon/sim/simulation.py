@@ -35,6 +35,7 @@ from .dcmi.faults import clear_faults
 from .dcmi.state import write_dcmi_state
 from .hostroot import write_host_root
 from .hostspec import host_root_spec
+from .kmsg import reset as reset_kmsg
 from .knobs import reset_knobs
 from .latency import check_scale, scale_from_environment
 from .npusmi import HANG_PIDS_FILE
@@ -109,6 +110,7 @@ def prepare_simulation(state_dir: str, scenario: str = "healthy", product: Optio
         "root": root,
     })
     clear_faults(state_dir)  # no DCMI fault from an earlier run
+    reset_kmsg(state_dir)  # an empty kernel log; the scenario's lines come as its clock runs (sim/kmsg.py)
     write_dcmi_state(state_dir)  # what the simulated libdcmi.so answers from (sim/dcmi/state.py)
     return Simulation(npu_smi_argv=[sys.executable, "-m", "npumon.sim.npusmi"], env={STATE_ENV: state_dir},
                       root=root, scenario=checked["name"], product=product_name, spawn=_spawn(),

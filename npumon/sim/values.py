@@ -62,6 +62,8 @@ CHIP_FIELDS: Dict[str, Tuple[str, Any]] = {
     "probe": (PROBE, {}),
     # the chip's RoCE port as the simulated hccn_tool (sim/hccn.py) reports it; 310-family products have none
     "network_link": (TEXT, "UP"),
+    # how long a link DOWN at scenario time 0 had been down then (0: it went down at most a minute before)
+    "network_link_down_for_seconds": (NUMBER, 0),
     "network_link_flaps_per_hour": (NUMBER, 0),  # link down/up pairs in the link history, at this rate
     "network_health": (TEXT, "Success"),
     "network_speed_mbps": (NUMBER, 200000),
@@ -71,6 +73,8 @@ CHIP_FIELDS: Dict[str, Tuple[str, Any]] = {
     "network_ip": (TEXT, "set"),  # set | none
     "network_gateway": (TEXT, "set"),
     "network_hccn": (TEXT, "answers"),  # answers | blocks (a chip that is not ready: hccn_tool waits 300 s)
+    # "no": the chip has dropped out of npu-smi's table (the card-drop scenario); its PCI device stays in sysfs
+    "present": (TEXT, "yes"),
 }
 _FOLLOWS = {"hbm_temperature_celsius": "temperature_celsius", "npu_utilization_percent": "aicore_percent"}
 HEALTH_STATES = ("OK", "Warning", "Alarm", "Critical", "UNKNOWN")
@@ -82,7 +86,7 @@ NET_HEALTH_STATES = ("Success", "Socket fail", "Receive timeout", "Unreachable",
 TEXT_CHOICES = {"health": HEALTH_STATES, "compatibility": COMPATIBILITY_STATES,  # the allowed value of each TEXT
                 "network_link": ("UP", "DOWN"), "network_health": NET_HEALTH_STATES,
                 "network_optical": ("ok", "degraded", "absent", "unsupported"), "network_ip": ("set", "none"),
-                "network_gateway": ("set", "none"), "network_hccn": ("answers", "blocks")}
+                "network_gateway": ("set", "none"), "network_hccn": ("answers", "blocks"), "present": ("yes", "no")}
 
 # Host values: name -> (kind, default). Only cpu_busy_ratio may change over time (it drives the fake
 # /proc/stat counters on every call); the rest describe the host as written at prepare time.
@@ -224,6 +228,11 @@ def network_values_at(chips_spec: Dict[str, Any], device_id: int, t: float) -> D
     expressions = _chip_expressions(chips_spec, device_id)
     return {name[len("network_"):]: evaluate(expressions[name], t, 0.7 * device_id)
             for name in CHIP_FIELDS if name.startswith("network_")}
+
+
+def chip_present_at(chips_spec: Dict[str, Any], device_id: int, t: float) -> bool:
+    """Whether npu-smi lists the chip at scenario time t."""
+    return evaluate(_chip_expressions(chips_spec, device_id)["present"], t) != "no"
 
 
 def probe_plan_at(chips_spec: Dict[str, Any], device_id: int, t: float) -> Dict[str, Any]:

@@ -6,6 +6,7 @@ source then sets the host part (and each chip's PCIe link), and the sources afte
 """
 
 from .ambient import SPEC as AMBIENT
+from .chipcount import SPEC as CHIP_COUNT
 from .dcmi.source import SPEC as DCMI
 from .hccn.source import SPEC as HCCN
 from .host.source import SPEC as HOST
@@ -19,6 +20,7 @@ SOURCES = (
     NPU_SMI,  # the main table (the primary tier: rules follow it) and the -t queries DCMI does not read
     DCMI,  # with collect.backend dcmi (or auto and a library that initialises): the chip values, in a worker
     HOST,  # CPU, NUMA, memory, versions, device files, PCIe links
+    CHIP_COUNT,  # the chips npu-smi lists and the NPUs on the PCI bus against the count the host should have
     SERVING,  # the inference server's request queue depth
     AMBIENT,  # the inlet/board temperature for the fan governor
     PROBE,  # the liveness probe on the NPU

@@ -234,8 +234,9 @@ def test_unknown_scenario_is_one_line_unknown():
 
 def test_the_default_pass_reads_the_quick_tiers_and_full_reads_every_tier():
     quick, _ = run_npumon("check", "--json", "--simulate")
+    # kmsg: the simulated host's kernel log; chip-count: the expected-chip-count check
     assert set(json.loads(quick.stdout)["sources"]) == {"npu-smi", "npu-smi:health", "npu-smi:ecc", "host",
-                                                        "serving-queue"}
+                                                        "serving-queue", "kmsg", "chip-count"}
     full, _ = run_npumon("check", "--json", "--simulate", "--full")
     assert set(json.loads(full.stdout)["sources"]) >= {"npu-smi:usages", "npu-smi:power", "npu-smi:board", "probe"}
     probed, _ = run_npumon("check", "--json", "--simulate", "--probe")

@@ -126,7 +126,9 @@ def rich_snapshot(pods=False):
         ],
         serving_queue_depth=3.0,
         extra={"driver_faults": [dict(DRIVER_FAULT, device=None, place="host")],
-               "kmsg": {"records": 120, "matched": 4, "lost": 2, "suppressed": 1, "reboots": 0}},
+               "kmsg": {"records": 120, "matched": 4, "lost": 2, "suppressed": 1, "reboots": 0},
+               "chip_count": {"expected": 2, "listed": 2, "pci_expected": 2, "pci": 2, "unlisted": [], "missing": 0,
+                              "problem": "none"}},
     )
     sources = {
         "npusmi_info": SourceStatus(ok=True, duration_seconds=0.42, last_success=NOW - 1),

@@ -179,6 +179,25 @@ def runtime_view(first=None, every=None):
     return mutate
 
 
+def repeating_fault(on_host=False):
+    """A fault class logged 3 times within the repeat window, the kmsg source's counters beside it."""
+    chips_and_host = driver_fault("device", on_host)
+
+    def mutate(snapshot, elapsed):
+        chips_and_host(snapshot, elapsed)
+        for fault in snapshot.host.extra["driver_faults"] + snapshot.chips[0].extra["driver_faults"]:
+            fault["repeats"] = 3
+        snapshot.host.extra["kmsg"] = {"records": 3, "matched": 3, "lost": 0, "suppressed": 0,
+                                       "repeat_window_seconds": 86400.0}
+    return mutate
+
+
+def chips_missing(snapshot, elapsed):
+    snapshot.host.extra["chip_count"] = {"expected": CHIPS, "listed": CHIPS - 1, "pci_expected": CHIPS,
+                                         "pci": CHIPS, "unlisted": ["0000:c8:00.0"], "missing": 1,
+                                         "problem": "npu-smi lists 7 of 8 chips"}
+
+
 CHIP0 = "npu0/chip0"
 
 # rule id -> (change to a healthy host, how long to poll, extra setup, subject expected)
@@ -216,6 +235,11 @@ CASES = {
                                                   detail="acl.rt.memcpy returned 507053", action="Drain it.")),
                      0, None, CHIP0),
     "network-link-down": (first_port(link_status="DOWN", speed_mbps=None), 0, None, CHIP0),
+    "network-link-down-long": (first_port(link_status="DOWN", speed_mbps=None, link_down_seconds=61.0), 0, None,
+                               CHIP0),
+    "driver-fault-repeating": (repeating_fault(), 0, None, CHIP0),
+    "driver-host-fault-repeating": (repeating_fault(on_host=True), 0, None, "host"),
+    "chips-missing": (chips_missing, 0, None, "host"),
     "network-link-flapping": (first_port(link_changes_in_window=6), 0, None, CHIP0),
     "network-health-failed": (first_port(net_health="Socket failed"), 0, None, CHIP0),
     "network-roce-errors-rising": (first_port(counters=lambda elapsed: {"roce_rx_err_pkt_num": int(elapsed // 15)}),

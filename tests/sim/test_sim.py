@@ -469,7 +469,8 @@ def test_the_host_root_reflects_product_and_scenario(tmp_path):
 # -- every product x scenario parses back to the scenario's values -----------------------------------------
 
 
-PARSED_SCENARIOS = [name for name in list_scenarios() if name not in ("hang", "slow", "garbage")]
+# card-drop's missing card answers no query at all: tests/sim/test_sim_kmsg.py checks it
+PARSED_SCENARIOS = [name for name in list_scenarios() if name not in ("hang", "slow", "garbage", "card-drop")]
 
 
 @pytest.mark.parametrize("product_name", sorted(PRODUCTS))

@@ -34,6 +34,7 @@ EMPTY = {
     "ip_addresses": None, "gateway": None, "gateway_configured": None, "netdetect_address": None,
     # filled in when the object is assembled (source.py): the host's normal port speed and the flap window
     "normal_speed_mbps": None, "flap_window_seconds": None, "link_changes_in_window": None,
+    "link_down_seconds": None,
 }
 OPTICAL_FLAGS = ("tx_los", "rx_los", "tx_lol", "rx_lol")
 
@@ -111,6 +112,23 @@ def changes_within(network: Dict[str, Any], window_seconds: float, now: float) -
     return count
 
 
+def down_for(network: Dict[str, Any], now: float) -> Optional[float]:
+    """Seconds since the link went down, from its newest change record (against the tool's clock, as
+    changes_within does); 0 while it is up, None where hccn_tool gave no state or no record of the change."""
+    status = network.get("link_status")
+    if status != "DOWN":
+        return None if status is None else 0.0
+    reference = _parse_time(network.get("link_checked_at"))
+    end = reference.timestamp() if reference is not None else now
+    for change in network.get("link_changes") or []:  # newest first
+        when = _parse_time(change.get("time"))
+        if when is not None and change.get("state") == "DOWN":
+            return max(0.0, end - when.timestamp())
+        if when is not None:
+            return None  # the newest record says UP: when it went down again is unknown
+    return None
+
+
 def optical_problems(network: Dict[str, Any]) -> List[str]:
     """What of the module lies outside its own thresholds, e.g. "RX power lane 1 0.0854 mW below 0.1445 mW"."""
     thresholds = network.get("optical_thresholds") or {}
@@ -140,7 +158,7 @@ def chip_facts(chip: ChipSample, host: HostSample) -> Dict[str, Any]:
         "network_normal_speed_mbps", "network_speed_below_normal", "network_roce_error_packets",
         "network_roce_retransmissions", "network_pause_frames", "network_optical_out_of_range",
         "network_optical_problem_text", "network_ip_configured", "network_gateway_configured",
-        "network_phy_id"))
+        "network_phy_id", "network_link_down_seconds", "network_link_down_minutes"))
     if not network:
         return facts
     status = network.get("link_status")
@@ -156,6 +174,9 @@ def chip_facts(chip: ChipSample, host: HostSample) -> Dict[str, Any]:
         "network_link_status": status,
         "network_link_up": None if status is None else status == "UP",
         "network_link_changes_in_window": network.get("link_changes_in_window"),
+        "network_link_down_seconds": network.get("link_down_seconds"),
+        "network_link_down_minutes": None if network.get("link_down_seconds") is None
+        else network["link_down_seconds"] / 60.0,
         "network_flap_window_minutes": None if not window else window / 60.0,
         "network_net_health": printed,
         "network_net_health_ok": None if printed is None else health in HEALTHY_NET_STATES,

@@ -34,7 +34,7 @@ from . import parse
 from .config import DEFAULT_HCCN_TOOL, NetworkConfig, network_config_problems
 from .metrics import METRICS, export
 from .optical import parse_optical
-from .record import EMPTY, bandwidth_values, chip_facts, changes_within, host_facts, ip_values, link_values, \
+from .record import EMPTY, bandwidth_values, chip_facts, changes_within, down_for, host_facts, ip_values, link_values, \
     optical_values
 
 log = logging.getLogger(__name__)
@@ -325,7 +325,8 @@ class HccnSource:
         for network in result.values():
             if network is not None:
                 network.update(normal_speed_mbps=normal, flap_window_seconds=window,
-                               link_changes_in_window=changes_within(network, window, now))
+                               link_changes_in_window=changes_within(network, window, now),
+                               link_down_seconds=down_for(network, now))
         return result
 
     def contribute(self, parts: Parts, now: float) -> Parts:

@@ -6,15 +6,20 @@ minute update the entry's last line (the rest are counted as suppressed), and th
 `hold_seconds` after its last line; hardware and device faults stay as findings beyond that, in the rule
 engine, until acknowledged (or, for device faults, a reboot). The book outlives a restart in the cursor
 file (state.py), so a restart neither forgets nor repeats a fault.
+
+Each entry also counts its lines (suppressed ones too) in REPEAT_BUCKETS buckets over the last
+`repeat_window` seconds, so the escalation rules (`driver-fault-repeating`) can ask how often one fault
+class came back lately, in bounded memory whatever the window.
 """
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Dict, List, Optional, Tuple
 
 from ...faults.patterns import LineFault
 
 MAX_LINE_CHARS = 300  # of a fault's last line, as facts and events show it
 RATE_WINDOW_SECONDS = 60.0
+REPEAT_BUCKETS = 120  # a repeat window of a day counts in 12-minute buckets
 
 Key = Tuple[str, str]  # (where: "device:N" / "bus:ADDR" / "host", fault class)
 
@@ -36,6 +41,19 @@ class Entry:
     last_line: str
     window_start: float
     window_count: int
+    recent: List[List[float]] = field(default_factory=list)  # [bucket start, lines], oldest first
+
+    def count_recent(self, line_time: float, width: float) -> None:
+        start = line_time - line_time % width
+        if self.recent and self.recent[-1][0] >= start:
+            self.recent[-1][1] += 1
+        else:
+            self.recent.append([start, 1])
+            del self.recent[:-REPEAT_BUCKETS - 1]
+
+    def repeats(self, now: float, window: float) -> int:
+        """Lines of this fault within the last `window` seconds (to the bucket: up to a bucket more)."""
+        return int(sum(count for start, count in self.recent if start > now - window - window / REPEAT_BUCKETS))
 
 
 def where(fault: LineFault) -> str:
@@ -47,8 +65,10 @@ def where(fault: LineFault) -> str:
 
 
 class FaultBook:
-    def __init__(self, rate_limit: int = 10, max_entries: int = 256, hold_seconds: float = 3600.0):
+    def __init__(self, rate_limit: int = 10, max_entries: int = 256, hold_seconds: float = 3600.0,
+                 repeat_window: float = 86400.0):
         self.rate_limit = rate_limit
+        self.repeat_window = repeat_window
         self.max_entries = max_entries
         self.hold_seconds = hold_seconds
         self.entries: Dict[Key, Entry] = {}
@@ -65,8 +85,10 @@ class FaultBook:
             self.entries[key] = Entry(fault.fault_class, fault.kind, fault.repair_action, fault.level,
                                       fault.summary, fault.device, fault.bus, fault.code, 1, 0, now, now,
                                       line[:MAX_LINE_CHARS], now, 1)
+            self.entries[key].count_recent(now, self.repeat_window / REPEAT_BUCKETS)
             return True
         entry.count += 1
+        entry.count_recent(now, self.repeat_window / REPEAT_BUCKETS)
         entry.last_seen = now
         if now - entry.window_start >= RATE_WINDOW_SECONDS:
             entry.window_start, entry.window_count = now, 0
@@ -110,7 +132,9 @@ class FaultBook:
         """Entries a previous run saved; malformed ones are skipped."""
         names = {f.name for f in fields(Entry)}
         for item in data if isinstance(data, list) else ():
-            if not isinstance(item, dict) or set(item) != names:
+            if isinstance(item, dict) and "recent" not in item:
+                item = dict(item, recent=[])  # saved before the repeat counts existed
+            if not isinstance(item, dict) or set(item) != names or not _buckets(item["recent"]):
                 continue
             try:
                 entry = Entry(**item)
@@ -120,3 +144,9 @@ class FaultBook:
                 continue
             if len(self.entries) < self.max_entries:
                 self.entries[key] = entry
+
+
+def _buckets(recent: Any) -> bool:
+    return isinstance(recent, list) and len(recent) <= REPEAT_BUCKETS + 1 and all(
+        isinstance(bucket, list) and len(bucket) == 2 and all(isinstance(n, (int, float)) for n in bucket)
+        for bucket in recent)

@@ -25,7 +25,19 @@ def fault_facts(faults: Optional[Sequence[Dict[str, Any]]], with_place: bool = F
         facts["driver_{}_fault_text".format(kind)] = None if mine is None else _text(mine, with_place)
         facts["driver_{}_repair_action".format(kind)] = _worst_action(mine)
         facts["driver_{}_level".format(kind)] = _worst_level(mine)
+    facts.update(_repeat_facts(faults))
     return facts
+
+
+def _repeat_facts(faults: Optional[Sequence[Dict[str, Any]]]) -> Dict[str, Any]:
+    """The fault class logged most often within faults.repeat_window_seconds, for the escalation rules."""
+    if faults is None:
+        return {"driver_fault_repeats": None, "driver_fault_repeat_class": None, "driver_fault_repeat_code": None}
+    top = max(faults, key=lambda fault: fault.get("repeats", 0), default=None)
+    if top is None:
+        return {"driver_fault_repeats": 0, "driver_fault_repeat_class": "none", "driver_fault_repeat_code": "none"}
+    return {"driver_fault_repeats": top.get("repeats", 0), "driver_fault_repeat_class": top["fault_class"],
+            "driver_fault_repeat_code": top.get("code") or "none"}
 
 
 def _text(faults: List[Dict[str, Any]], with_place: bool) -> str:
@@ -63,4 +75,6 @@ def host_facts(snapshot: Snapshot) -> Dict[str, Any]:
     stats = snapshot.host.extra.get(STATS_KEY) or {}
     facts["kmsg_lost_records"] = stats.get("lost")
     facts["kmsg_suppressed_lines"] = stats.get("suppressed")
+    window = stats.get("repeat_window_seconds")
+    facts["driver_fault_repeat_window_hours"] = None if window is None else window / 3600.0
     return facts

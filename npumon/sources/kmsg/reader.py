@@ -17,7 +17,11 @@ MAX_FILE_BYTES_PER_READ = 8 * 1024 * 1024
 
 
 class ReadError(Exception):
-    """A one-line reason the log could not be read."""
+    """A one-line reason the log could not be read; `denied`: for want of permission (the journal may do)."""
+
+    def __init__(self, message: str, denied: bool = False):
+        super().__init__(message)
+        self.denied = denied
 
 
 class KmsgDevice:
@@ -37,7 +41,8 @@ class KmsgDevice:
             try:
                 self._fd = self._open(self.path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
             except OSError as exc:
-                raise ReadError("{}: {}{}".format(self.path, exc.strerror or exc, _permission_hint(exc))) from None
+                raise ReadError("{}: {}{}".format(self.path, exc.strerror or exc, _permission_hint(exc)),
+                                denied=exc.errno in (errno.EACCES, errno.EPERM)) from None
         records: List[Record] = []
         lost, last = 0, after_seq
         for _ in range(2 * limit):  # an EPIPE costs a read too

@@ -14,11 +14,12 @@ format strings named in patterns.yaml (the reference's faults/FAULTS.md §2).
 """
 
 import dataclasses
+import functools
 import logging
 import os
 import threading
 import time
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ...faults.patterns import LineFault, Pattern, load_patterns, match_line
 from ...model import ChipSample, Snapshot
@@ -28,6 +29,9 @@ from ..base import Parts, Section, SingleTierSource, SourceContext, SourceError,
 from .book import Entry, FaultBook
 from .config import FaultsConfig, faults_config_problems
 from .facts import EXTRA_KEY, STATS_KEY, chip_facts, host_facts
+from ..runner import CommandRunner
+from .journal import MAX_OUTPUT_BYTES as JOURNAL_MAX_OUTPUT_BYTES, TIMEOUT_SECONDS as JOURNAL_TIMEOUT_SECONDS, \
+    JournalReader
 from .reader import KmsgDevice, LogFile, ReadError
 from .state import BOOT_ID_PATH, load_state, read_boot_id, save_state
 
@@ -44,17 +48,24 @@ class KmsgSource(SingleTierSource[Dict[str, int]]):
     name = NAME
 
     def __init__(self, config: FaultsConfig, root: str, state_dir: Optional[str], patterns: Sequence[Pattern],
-                 clock=time.time, max_age: float = 120.0, device: Optional[KmsgDevice] = None):
+                 clock=time.time, max_age: float = 120.0, device: Optional[KmsgDevice] = None,
+                 before_read: Optional[Callable[[float], Any]] = None, journal: Optional[JournalReader] = None):
         """`state_dir` None: one pass (`npumon check`), from the start of the log, nothing saved; `device`:
-        the /dev/kmsg reader (a test's stands in for the kernel)."""
+        the /dev/kmsg reader (a test's stands in for the kernel); `before_read(now)`: a simulated host's
+        kernel writing the lines due (sim/kmsg.py); `journal`: the reader to fall back to where /dev/kmsg
+        is not readable (None: no fallback)."""
         super().__init__(config.interval_seconds, max_age, clock)
         self.config = config
         self.patterns = list(patterns)
+        self.before_read = before_read
+        self.journal = journal if config.journal_fallback else None
+        self._use_journal = False
         self.state_dir = state_dir
         self.boot_id = read_boot_id(os.path.join(root, BOOT_ID_PATH))
         self.file = LogFile(config.kmsg_path) if config.kmsg_path else None
         self.device = None if self.file else device or KmsgDevice(os.path.join(root, KMSG_DEVICE))
-        self.book = FaultBook(config.rate_limit_per_minute, config.max_faults, config.hold_seconds)
+        self.book = FaultBook(config.rate_limit_per_minute, config.max_faults, config.hold_seconds,
+                              config.repeat_window_seconds)
         self.stats = {"records": 0, "matched": 0, "lost": 0, "suppressed": 0, "reboots": 0}
         self._cursor: Dict[str, Any] = {}
         self._chip_of_device: Dict[int, ChipKey] = {}  # kept after a chip drops out of the table
@@ -93,6 +104,8 @@ class KmsgSource(SingleTierSource[Dict[str, int]]):
     # -- polling --------------------------------------------------------------------------------------
 
     def read(self, chips: Sequence[ChipSample]) -> Dict[str, int]:
+        if self.before_read is not None:
+            self.before_read(self.clock())
         self._learn_chips(chips)
         passes = ONE_PASS_MAX_RECORDS // self.config.max_records_per_poll if self.state_dir is None else 1
         more = False
@@ -120,10 +133,17 @@ class KmsgSource(SingleTierSource[Dict[str, int]]):
                                                               int(self._cursor.get("offset") or 0), limit)
                 cursor = {"path": self.file.path, "inode": inode, "offset": offset}
                 lost = 0
+            elif self._use_journal:
+                records, journal_cursor, lost = self.journal.read(self._cursor.get("journal"), limit)
+                cursor, more = dict(self._cursor, journal=journal_cursor), False
             else:
                 records, lost, more = self.device.read(self._cursor.get("seq"), limit)
                 cursor = dict(self._cursor, seq=records[-1].seq) if records else self._cursor
         except ReadError as exc:
+            if exc.denied and self.journal is not None and not self._use_journal:
+                log.info("kmsg: %s; reading the kernel log from the journal instead", exc)
+                self._use_journal = True
+                return self._read_once()
             raise SourceError(str(exc)) from None
         now = self.clock()
         with self._lock:
@@ -163,13 +183,14 @@ class KmsgSource(SingleTierSource[Dict[str, int]]):
         on_host: List[Dict[str, Any]] = []
         for entry in entries:
             key = known.get(entry.device) if entry.device is not None else by_bus.get(entry.bus or "")
-            fault = _fault_dict(entry, key)
+            fault = _fault_dict(entry, key, now, self.config.repeat_window_seconds)
             if key in present:
                 per_chip.setdefault(key, []).append(fault)
             else:
                 on_host.append(fault)
         chips = tuple(dataclasses.replace(chip, extra=dict(chip.extra, **{EXTRA_KEY: per_chip.get(chip.key, [])}))
                       for chip in parts.chips)
+        stats["repeat_window_seconds"] = self.config.repeat_window_seconds
         host = dataclasses.replace(parts.host, extra=dict(parts.host.extra, **{EXTRA_KEY: on_host, STATS_KEY: stats}))
         return dataclasses.replace(parts, chips=chips, host=host)
 
@@ -194,8 +215,10 @@ def _chip_by_device(chips: Sequence[ChipSample]) -> Dict[int, ChipKey]:
     return {index: chip.key for index, chip in enumerate(sorted(chips, key=lambda chip: chip.key))}
 
 
-def _fault_dict(entry: Entry, key: Optional[ChipKey]) -> Dict[str, Any]:
+def _fault_dict(entry: Entry, key: Optional[ChipKey], now: float, repeat_window: float) -> Dict[str, Any]:
     fault = dataclasses.asdict(entry)
+    del fault["recent"]
+    fault["repeats"] = entry.repeats(now, repeat_window)
     if key is not None:
         fault["place"] = "npu{}/chip{} (device {}, not in npu-smi's table now)".format(key[0], key[1], entry.device)
     elif entry.device is not None:
@@ -209,11 +232,34 @@ def _fault_dict(entry: Entry, key: Optional[ChipKey]) -> Dict[str, Any]:
 
 def build(context: SourceContext) -> Optional[KmsgSource]:
     config = context.config.faults
+    before_read = None
+    sim_dir = _sim_state_dir(context.target)
+    if sim_dir and not config.kmsg_path:
+        # A simulated host's kernel log (its scenario's `kmsg:` lines), read as a file of kmsg records: on in
+        # every simulation, while on a real host the source stays off until configured.
+        from ...sim import kmsg as sim_kmsg
+
+        config = dataclasses.replace(config, kmsg=False, kmsg_path=os.path.join(sim_dir, sim_kmsg.KMSG_FILE))
+        before_read = functools.partial(sim_kmsg.write_due, sim_dir)
     if not config.enabled:
         return None
     state_dir = None if context.one_pass else os.path.dirname(cache_path(context))
+    journal = None
+    if config.journal_fallback and not config.kmsg_path:
+        journal = JournalReader(CommandRunner([config.journalctl], JOURNAL_TIMEOUT_SECONDS, max_concurrent=1,
+                                              max_output_bytes=JOURNAL_MAX_OUTPUT_BYTES))
     return KmsgSource(config, context.target.root, state_dir, load_patterns(config.pattern_files),
-                      clock=context.clock, max_age=context.config.max_age_seconds)
+                      clock=context.clock, max_age=context.config.max_age_seconds, before_read=before_read,
+                      journal=journal)
+
+
+def _sim_state_dir(target: Any) -> Optional[str]:
+    """A simulated host's state directory (a fake-clock test's target names it only in its environment)."""
+    if not target.simulated:
+        return None
+    from ...sim.state import STATE_ENV
+
+    return target.sim_state_dir or (target.env or {}).get(STATE_ENV)
 
 
 METRICS = (

@@ -108,3 +108,29 @@ def test_a_card_that_dropped_out_of_the_table_has_its_fault_on_the_host_naming_t
     parts = source.contribute(Parts(time=5.0, host=HostSample(), chips=without), 5.0)
     fault, = parts.host.extra["driver_faults"]
     assert fault["place"].startswith("npu1/chip0 (device 1, not in npu-smi's table now)")
+
+
+def test_repeats_of_a_fault_count_within_the_window_only_and_old_state_restores():
+    from npumon.sources.kmsg.book import REPEAT_BUCKETS, FaultBook
+
+    from npumon.faults.patterns import match_line
+
+    line = ("[ascend] [ERROR] [drv_soft_fault] [hb_read_one_device_count 203] <kworker/3:1:1234,1234> Heartbeat "
+            "lost! (device_id=2; old_count=1; current_count=1; lost_count=3; total_lost_count=3; "
+            "miss_read_count=0; hb_read_fail_count=0).")
+    fault = match_line(line, load_patterns())
+    book = FaultBook(rate_limit=1, hold_seconds=10 ** 6, repeat_window=3600.0)
+    for at in (0.0, 10.0, 20.0):  # the rate limit keeps one line a minute; repeats count all three
+        book.add(fault, line, at)
+    entry = book.active(20.0)[0]
+    assert entry.repeats(20.0, 3600.0) == 3 and entry.suppressed == 2
+    book.add(fault, line, 5000.0)  # more than an hour later: the first three are out of the window
+    assert entry.repeats(5000.0, 3600.0) == 1
+    for minute in range(1000):  # a fault that never stops keeps REPEAT_BUCKETS buckets, not one per line
+        book.add(fault, line, 6000.0 + 60.0 * minute)
+    assert len(entry.recent) <= REPEAT_BUCKETS + 1
+    saved = [dict(item) for item in book.to_json()]
+    del saved[0]["recent"]  # a state file written before the repeat counts
+    restored = FaultBook()
+    restored.restore(saved)
+    assert [e.count for e in restored.active(6000.0 + 60.0 * 999)] == [1004]
