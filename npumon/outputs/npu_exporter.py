@@ -9,7 +9,7 @@ family, so neither does this. A value npu-smi did not print gives no sample, as 
 Differences that cannot be helped: no explicit timestamps (npumon serves every sample untimestamped), the
 container labels come from the kubelet's pod-resources API (the Kubernetes source; empty without it, see
 npu_exporter_container.py), and values npu-smi cannot give are left out (PCIe bandwidth and vNPU families;
-the README's mapping table lists them). The network, RoCE
+docs/npu-exporter.md's mapping table lists them). The network, RoCE
 and optical families come from hccn_tool (npu_exporter_network.py).
 """
 

@@ -1,7 +1,7 @@
 """The `faults:` section of the config file: the kernel log source.
 
     faults:
-      kmsg: true                 # read /dev/kmsg (needs a drop-in under the shipped unit: see the README)
+      kmsg: true                 # read /dev/kmsg (needs a drop-in under the shipped unit: see docs/faults.md)
       kmsg_path: /var/log/dmesg  # or read this file instead (dmesg, /var/log/messages, kmsg records)
       pattern_files: [/etc/npumon/faults.yaml]   # your own patterns, read before the built-in ones
       expected_chips: 8          # the expected-chip-count check; 0 (default) learns it

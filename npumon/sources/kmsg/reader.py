@@ -81,7 +81,7 @@ class KmsgDevice:
 def _permission_hint(exc: OSError) -> str:
     if exc.errno in (errno.EACCES, errno.EPERM):
         return " (reading the kernel log needs CAP_SYSLOG where kernel.dmesg_restrict=1, and under the " \
-               "systemd unit a drop-in: see the README's Driver faults section)"
+               "systemd unit a drop-in: see docs/faults.md)"
     return ""
 
 
