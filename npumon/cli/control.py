@@ -27,8 +27,8 @@ from ..services.control.power import apply_step, chip_family, plan_profile, prof
 from ..services.control.statefile import running_daemon
 from ..sources.target import NpuSmiMissing
 from ..config.errors import ConfigError
-from ..config.load import load_config
-from .common import USAGE_ERROR, UserError, add_common, open_target, setup_logging
+from ..config.location import file_to_edit, in_source, load_command_config
+from .common import USAGE_ERROR, UserError, add_common, open_target, setup_logging, simulated_config
 
 log = logging.getLogger("npumon.services.control")
 
@@ -86,8 +86,8 @@ def cmd_fan(args: argparse.Namespace) -> int:
     def act(session: "_Session") -> int:
         control = session.config.control
         if args.safe and not control.enabled:
-            print("control is off ({}: control.enabled is false): npumon has not touched the fans; nothing to "
-                  "do".format(session.config.source))
+            print("control is off (control.enabled is false{}): npumon has not touched the fans; nothing to "
+                  "do".format(in_source(session.config)))
             return DONE
         knob = "fan_duty" if args.duty is not None or (args.safe and control.safe_state == "full") else "fan_mode"
         session.require_enabled(knob)
@@ -160,6 +160,7 @@ def status_report(session: "_Session") -> Dict[str, Any]:
     config = session.config
     control = config.control
     report: Dict[str, Any] = {"enabled": control.enabled, "dry_run": control.dry_run, "config": config.source,
+                              "config_phrase": in_source(config),
                               "safe_state": control.safe_state, "floor_percent": control.fan.floor_percent,
                               "curve": control.fan.curve, "driver": control.fan.driver}
     driver = build_fan_driver(control, session.target.npu_smi_argv, session.target.env, session.target.root,
@@ -183,8 +184,8 @@ def status_report(session: "_Session") -> Dict[str, Any]:
 
 
 def _status_lines(report: Dict[str, Any]) -> List[Tuple[str, str]]:
-    lines = [("control", ("enabled" if report["enabled"] else "off (control.enabled: false in {})".format(
-        report["config"])) + (", dry run" if report["dry_run"] else ""))]
+    lines = [("control", ("enabled" if report["enabled"] else "off (control.enabled: false{})".format(
+        report["config_phrase"])) + (", dry run" if report["dry_run"] else ""))]
     if "available" in report:
         lines.append(("fan driver", "{}: {}{}".format(report["driver"], "" if report["available"] else
                                                        "unavailable: ", report["detail"])))
@@ -231,7 +232,7 @@ class _Session:
     def require_enabled(self, knob: str) -> None:
         if not self.config.control.enabled:
             raise self.refuse(knob, "control is off: set control.enabled: true in {} to let npumon change fans "
-                                    "or power".format(self.config.source))
+                                    "or power".format(file_to_edit(self.config)))
 
     def refuse(self, knob: str, reason: str, details: Optional[Dict[str, Any]] = None) -> _Refused:
         self._audit("control_refused", "refused ({}): {}".format(knob, reason), "warning",
@@ -302,10 +303,11 @@ def _event_recorder(config) -> Callable[..., None]:
 
 def _run(args: argparse.Namespace, body: Callable[[_Session], int]) -> int:
     try:
-        config = load_config(args.config)
+        config = load_command_config(args.config)
         # the printed line is the answer; the audit lines (INFO) go to the event history, and to stderr on request
         setup_logging(args.log_level or ("warning" if config.log_level == "info" else config.log_level))
         with open_target(args, config, require_npu_smi=False) as target:
+            config = simulated_config(config, target)  # a simulated action is recorded with the simulation
             return body(_Session(config, target, _event_recorder(config)))
     except (ConfigError, UserError, NpuSmiMissing) as exc:
         print("npumon: " + str(exc), file=sys.stderr)

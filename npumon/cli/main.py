@@ -13,6 +13,7 @@ from ..fleet.cli import add_fleet_command
 from ..sim.fleet import add_fleet_sim_command
 from .check import add_check_command
 from .common import USAGE_ERROR
+from .config import add_config_commands
 from .control import add_control_commands
 from .events import add_event_commands
 from .notify import add_notify_commands
@@ -56,6 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_event_commands(commands)  # `events` and `ack`
     add_notify_commands(commands)  # `notify test`
     add_control_commands(commands)  # `control status|fan|power`
+    add_config_commands(commands)  # `config check|show`
     add_fleet_command(commands)  # `fleet`: the fleet from Prometheus
     add_fleet_sim_command(commands)  # `fleet-sim`: simulated hosts and a Prometheus on this machine
     return parser

@@ -9,6 +9,8 @@ import argparse
 import sys
 import time
 
+from .common import CONFIG_HELP
+
 USAGE_ERROR = 2
 TEST_RULE = "npumon-test"
 
@@ -21,7 +23,7 @@ def add_notify_commands(commands) -> None:
     test = actions.add_parser("test", help="send a test alert to every receiver (or one) and print the answers",
                               description="Send a test alert through each configured receiver's real path and "
                                           "print what the receiver answered.")
-    test.add_argument("--config", "-c", metavar="FILE", help="YAML config file with a notify: section")
+    test.add_argument("--config", "-c", metavar="FILE", help=CONFIG_HELP + "; its notify: section names the receivers")
     test.add_argument("--receiver", metavar="NAME", help="only this receiver (default: all)")
     test.add_argument("--resolve", action="store_true",
                       help="send the test alert's resolved notification instead (closes the PagerDuty incident "
@@ -39,7 +41,7 @@ def cmd_notify_test(args: argparse.Namespace) -> int:
     import socket
 
     from ..config.errors import ConfigError
-    from ..config.load import load_config
+    from ..config.location import in_source, load_command_config
     from ..model import Finding
     from ..services.notify.alert import alert_from_finding
     from ..services.notify.flavour import DELIVERED
@@ -47,11 +49,11 @@ def cmd_notify_test(args: argparse.Namespace) -> int:
     from ..services.notify.secrets import SecretError
 
     try:
-        config = load_config(args.config)
+        config = load_command_config(args.config)
     except ConfigError as exc:
         return _error(str(exc))
     if not config.notify.receivers:
-        return _error("no receivers configured (notify.receivers in {})".format(config.source))
+        return _error("no receivers configured (notify.receivers{})".format(in_source(config)))
     chosen = [(index, receiver) for index, receiver in enumerate(config.notify.receivers)
               if args.receiver is None or receiver.name == args.receiver]
     if not chosen:
