@@ -63,7 +63,10 @@ def add_control_commands(commands: "argparse._SubParsersAction") -> None:
     fan.set_defaults(func=cmd_fan)
     power = actions.add_parser("power", help="apply a power profile (performance, quiet, or one from the config)")
     add_common(power)
-    power.add_argument("profile", metavar="PROFILE")
+    power.add_argument("profile", metavar="PROFILE", nargs="?", help="the profile to apply (see --list)")
+    power.add_argument("--list", action="store_true",
+                       help="list the profiles this host's chips can take, built-in and configured; changes nothing")
+    power.add_argument("--json", action="store_true", help="with --list: print one JSON object")
     power.set_defaults(func=cmd_power)
     control.set_defaults(func=lambda args: _usage(control))
 
@@ -121,7 +124,16 @@ def cmd_fan(args: argparse.Namespace) -> int:
 
 
 def cmd_power(args: argparse.Namespace) -> int:
+    if args.list == (args.profile is not None):
+        print("npumon: control power: give a PROFILE or --list (one of them)", file=sys.stderr)
+        return USAGE_ERROR
+    if args.json and not args.list:
+        print("npumon: control power: --json goes with --list", file=sys.stderr)
+        return USAGE_ERROR
+
     def act(session: "_Session") -> int:
+        if args.list:
+            return _list_profiles(session, args.json)
         session.require_enabled("power")
         chips, problem = session.main_table_chips()
         if problem is not None:
@@ -140,6 +152,25 @@ def cmd_power(args: argparse.Namespace) -> int:
         return status
 
     return _run(args, act)
+
+
+def _list_profiles(session: "_Session", as_json: bool) -> int:
+    """The power profiles for this host's chips (reads the main table only)."""
+    power = _power_report(session)
+    if as_json:
+        print(json.dumps(power, indent=2, sort_keys=True))
+        return DONE if "error" not in power else REFUSED
+    if "error" in power:
+        print("npumon: " + power["error"], file=sys.stderr)
+        return REFUSED
+    if not power["profiles"]:
+        print("{}: no power knob on this product, so no profile".format(", ".join(power["chips"])))
+        return DONE
+    print("power profiles for {} (`npumon control power PROFILE`):".format(", ".join(power["chips"])))
+    width = max(len(name) for name in power["profiles"])
+    for name, knobs in sorted(power["profiles"].items()):
+        print("  {}  {}".format(name.ljust(width), ", ".join("{} {}".format(k, v) for k, v in sorted(knobs.items()))))
+    return DONE
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -172,15 +203,19 @@ def status_report(session: "_Session") -> Dict[str, Any]:
             reading, error = driver.read()
             report["fans"] = error if reading is None else {"mode": reading.mode, "duty_percent": reading.duty_percent}
     report["daemon"] = running_daemon(config.state_dir)
+    report["power"] = _power_report(session)
+    return report
+
+
+def _power_report(session: "_Session") -> Dict[str, Any]:
+    """{"chips": names, "profiles": {name: {knob: value}}}, or {"error": why npu-smi could not be read}."""
     chips, problem = session.main_table_chips()
     if problem is not None:
-        report["power"] = {"error": problem}
-        return report
+        return {"error": problem}
     names = sorted({name or "unknown" for _, _, name in chips})
     families = {chip_family(name) for _, _, name in chips}
     family = families.pop() if len(families) == 1 else None
-    report["power"] = {"chips": names, "profiles": profiles_for(family, control.power.profiles)}
-    return report
+    return {"chips": names, "profiles": profiles_for(family, session.config.control.power.profiles)}
 
 
 def _status_lines(report: Dict[str, Any]) -> List[Tuple[str, str]]:

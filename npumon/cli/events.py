@@ -58,6 +58,7 @@ def add_event_commands(commands: "argparse._SubParsersAction") -> None:
     ack.add_argument("subject", nargs="?", metavar="SUBJECT", help="'host' or npu<N>/chip<C>, e.g. npu2/chip0")
     ack.add_argument("--all", action="store_true", help="acknowledge every active finding")
     ack.add_argument("--note", metavar="TEXT", help="why, for the record (e.g. a ticket number)")
+    ack.add_argument("--json", action="store_true", help="print a JSON list of the findings acknowledged")
     ack.set_defaults(func=cmd_ack)
 
 
@@ -76,6 +77,9 @@ def cmd_events(args: argparse.Namespace) -> int:
         now = time.time()
         since = parse_when(args.since, now, "--since")
         until = parse_when(args.until, now, "--until")
+        if since is not None and until is not None and since > until:
+            raise _UsageError("--since {} ({}) is after --until {} ({}): no event can match".format(
+                args.since, rfc3339(since), args.until, rfc3339(until)))
         npu = _count(args.npu, "--npu")
         limit = _count(args.limit, "--limit")
         kinds = _kinds(args.kind)
@@ -178,6 +182,10 @@ def cmd_ack(args: argparse.Namespace) -> int:
     except (_UsageError, ConfigError, EventStoreError) as exc:
         print("npumon: {}".format(exc), file=sys.stderr)
         return USAGE_ERROR
+    if args.json:
+        print(json.dumps([{"rule": row.finding.rule, "subject": row.finding.subject, "summary": row.finding.summary,
+                           "already_acknowledged": already} for row, already in done], indent=2))
+        return 0
     if not done:
         print("no active findings to acknowledge")
     for finding_row, already in done:

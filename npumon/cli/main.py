@@ -49,7 +49,7 @@ def _quiet_stdout() -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="npumon", description="Monitoring and health checks for Ascend NPU hosts.")
-    parser.add_argument("--version", action="version", version="npumon " + __version__)
+    parser.add_argument("-V", "--version", action="version", version="npumon " + __version__)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     add_check_command(commands)  # `check`: one pass, Nagios exit code
     add_top_command(commands)  # `top`: the live view

@@ -28,6 +28,7 @@ def add_notify_commands(commands) -> None:
     test.add_argument("--resolve", action="store_true",
                       help="send the test alert's resolved notification instead (closes the PagerDuty incident "
                            "or Alertmanager alert an earlier test opened)")
+    test.add_argument("--json", action="store_true", help="print a JSON list of the receivers' answers")
     test.set_defaults(func=cmd_notify_test)
     notify.set_defaults(func=lambda args: _usage(notify))
 
@@ -72,14 +73,27 @@ def cmd_notify_test(args: argparse.Namespace) -> int:
     alert = alert_from_finding(finding, host, config.notify.labels)
     if args.resolve:
         alert = alert.resolved(now)
-    all_delivered = True
+    answers = []
     for receiver in receivers:
         answer = receiver.send([alert], host, now, config.notify.external_url)
         receiver.close()
-        all_delivered = all_delivered and answer.outcome == DELIVERED
-        print("{} ({}, {}): {} - {}".format(receiver.name, receiver.kind, receiver.endpoint, answer.outcome,
-                                          answer.detail))
-    return 0 if all_delivered else 1
+        answers.append({"receiver": receiver.name, "type": receiver.kind, "endpoint": receiver.endpoint,
+                        "delivered": answer.outcome == DELIVERED, "outcome": _outcome_text(answer.outcome),
+                        "detail": answer.detail})
+        if not args.json:  # each answer as it comes: a slow receiver does not hide the others'
+            print("{receiver} ({type}, {endpoint}): {outcome} - {detail}".format(**answers[-1]))
+    if args.json:
+        import json
+
+        print(json.dumps(answers, indent=2))
+    return 0 if all(answer["delivered"] for answer in answers) else 1
+
+
+def _outcome_text(outcome: str) -> str:
+    """A one-shot send is never retried: a temporary failure is a failure here, said as one."""
+    from ..services.notify.flavour import RETRY
+
+    return "failed (temporary: the daemon would retry it)" if outcome == RETRY else outcome
 
 
 def _error(message: str) -> int:

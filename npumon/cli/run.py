@@ -5,6 +5,7 @@ rules, a port in use, an unwritable state_dir).
 """
 
 import argparse
+import json
 import logging
 import os
 import sys
@@ -32,7 +33,10 @@ def add_run_commands(commands: "argparse._SubParsersAction") -> None:
                           "hour-long trends (a leak, rising ECC counts) in minutes (default: 1)")
     run.set_defaults(func=cmd_run)
 
-    scenarios = commands.add_parser("scenarios", help="list the simulator's scenarios and products")
+    scenarios = commands.add_parser("scenarios", help="list the simulator's scenarios and products",
+                                    description="The scenarios --simulate=SCENARIO can run and the products "
+                                                "--sim-product can simulate, each with what it shows.")
+    scenarios.add_argument("--json", action="store_true", help="print one JSON object")
     scenarios.set_defaults(func=cmd_scenarios)
 
 
@@ -86,8 +90,21 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_scenarios(args: argparse.Namespace) -> int:
-    from ..sim import list_products, list_scenarios
+    from ..sim import ScenarioError, describe_products, describe_scenarios
 
-    print("scenarios: " + ", ".join(list_scenarios()))
-    print("products:  " + ", ".join(list_products()))
+    try:
+        scenarios, products = describe_scenarios(), describe_products()
+    except ScenarioError as exc:  # a damaged installation
+        print("npumon: " + str(exc), file=sys.stderr)
+        return USAGE_ERROR
+    if args.json:
+        print(json.dumps({"scenarios": scenarios, "products": products}, indent=2))
+        return 0
+    width = max(len(entry["name"]) for entry in scenarios + products)
+    print("Scenarios (--simulate=SCENARIO; default healthy):")
+    for entry in scenarios:
+        print("  {}  {} [{}]".format(entry["name"].ljust(width), entry["description"], entry["product"]))
+    print("Products (--sim-product PRODUCT; default: the scenario's, in brackets):")
+    for entry in products:
+        print("  {}  {}".format(entry["name"].ljust(width), entry["description"]))
     return 0

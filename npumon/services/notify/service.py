@@ -79,7 +79,8 @@ def notify_services(daemon) -> List["NotifyService"]:
     # Never off for the outbox: one that cannot be opened or written keeps notifications in memory (and
     # says so in npumon_notification_outbox_up) while it retries.
     outbox = Outbox(config.state_dir, config.notify.outbox_max_notifications)
-    return [NotifyService(config.notify, receivers, broken, outbox, rule_for_seconds(config), daemon.record_event)]
+    return [NotifyService(config.notify, receivers, broken, outbox, rule_for_seconds(config), daemon.record_event,
+                          host=daemon.target.host_name())]
 
 
 def rule_for_seconds(config: Config) -> Dict[str, float]:
@@ -98,7 +99,8 @@ class NotifyService:
 
     def __init__(self, notify: NotifyConfig, receivers: Dict[str, Receiver], broken: Dict[str, str],
                  outbox: Outbox, rule_for: Dict[str, float], record_event: RecordEvent,
-                 clock: Callable[[], float] = time.time, executor: Optional[Executor] = None):
+                 clock: Callable[[], float] = time.time, executor: Optional[Executor] = None,
+                 host: Optional[str] = None):
         """`clock` and `executor` (where deliveries run) are replaceable so tests can control time and
         run deliveries inline."""
         self._notify = notify
@@ -111,7 +113,7 @@ class NotifyService:
         self._clock = clock
         # Fixed for the service's life: part of every alert's fingerprint, so it must not change when the
         # host source reports in (or reports a simulated host's name).
-        self._host = socket.gethostname()
+        self._host = host or socket.gethostname()
         self._states = {name: _ReceiverState() for name in receivers}
         self._counters = Counters(self._names)
         self._closed = threading.Event()
