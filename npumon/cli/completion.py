@@ -10,7 +10,7 @@ import sys
 from typing import Dict, List
 
 from .common import USAGE_ERROR
-from .parser_walk import Command, walk
+from .parser_walk import walk
 
 SHELLS = ("bash",)
 
