@@ -89,17 +89,21 @@ def test_the_man_page_is_valid_roff(tmp_path):
 @pytest.mark.slow
 @pytest.mark.integration
 def test_pip_install_puts_the_generated_man_page_in_share_man(tmp_path):
-    """The build step of setup.py writes the page and install_data installs it under the prefix (the build
+    """The build step of setup.py writes the page and install_data installs it into a fresh venv (the build
     uses this interpreter's setuptools and npumon's requirements, so it needs no package index)."""
     source = tmp_path / "src"
     shutil.copytree(REPO, str(source), ignore=shutil.ignore_patterns(".git", "build", "*.egg-info", "__pycache__",
                                                                      ".hypothesis", "node_modules"))
-    prefix = tmp_path / "prefix"
-    pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
-                          "--no-index", "--prefix", str(prefix), str(source)], capture_output=True, text=True,
+    # A venv of its own, so that pip never touches the npumon installed for this interpreter; it sees this
+    # interpreter's pip, setuptools and npumon's requirements through the system site packages.
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(venv)], check=True,
+                   timeout=120)
+    pip = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--no-deps", "--ignore-installed",
+                          "--no-build-isolation", "--no-index", str(source)], capture_output=True, text=True,
                          timeout=600)
     assert pip.returncode == 0, pip.stderr
-    page = prefix / "share" / "man" / "man1" / "npumon.1"
+    page = venv / "share" / "man" / "man1" / "npumon.1"
     assert page.read_text().startswith(".TH NPUMON 1 ")
 
 

@@ -80,7 +80,13 @@ def notify_services(daemon) -> List["NotifyService"]:
     # says so in npumon_notification_outbox_up) while it retries.
     outbox = Outbox(config.state_dir, config.notify.outbox_max_notifications)
     return [NotifyService(config.notify, receivers, broken, outbox, rule_for_seconds(config), daemon.record_event,
-                          host=daemon.target.host_name())]
+                          host=_host_name(daemon))]
+
+
+def _host_name(daemon) -> Optional[str]:
+    """The monitored host's name (a simulated host's own), the one /status gives; None: this machine's."""
+    target = getattr(daemon, "target", None)
+    return target.host_name() if target is not None else None
 
 
 def rule_for_seconds(config: Config) -> Dict[str, float]:
