@@ -84,7 +84,7 @@ class Daemon:
             self.last_lines.append(line[:300])
             self.thread_errors += "can't start new thread" in line
             if self.port is None and "serving on port " in line:
-                self.port = int(line.split("serving on port ")[1].split(";")[0])
+                self.port = int(line.split("serving on port ")[1].split()[0].rstrip(";"))
 
     def status(self):
         """(VmRSS bytes, VmHWM bytes, threads) from /proc, or None once it is gone."""

@@ -36,6 +36,9 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 os.environ.setdefault(IN_PROCESS_ENV, "1")  # NPUMON_SIM_IN_PROCESS=0 runs every test through the executable
 os.environ.setdefault(LATENCY_SCALE_ENV, "0")  # NPUMON_SIM_LATENCY_SCALE=1 runs every test at hardware speed
+# Every command reads /etc/npumon/npumon.yaml when present; the tests (and their subprocesses) never read the
+# host's: the default config file is one that does not exist, and a test that wants one sets NPUMON_CONFIG.
+os.environ["NPUMON_CONFIG"] = os.path.join(os.path.dirname(os.path.abspath(__file__)), "no-such-dir", "npumon.yaml")
 
 
 def pytest_configure(config):

@@ -15,12 +15,12 @@ import threading
 from typing import Optional, Sequence
 
 from ..config.errors import ConfigError
-from ..config.load import load_config
+from ..config.location import load_command_config
 from ..config.schema import Config
 from ..outputs.report import EXIT_CODES, SCHEMA, nagios_line, render_table, rfc3339, status_document
 from ..sources.collection import SourceSet
 from ..sources.target import NpuSmiMissing
-from .common import UserError, add_common, open_target, setup_logging
+from .common import UserError, add_common, open_target, setup_logging, simulated_config
 
 
 def add_check_command(commands: "argparse._SubParsersAction") -> None:
@@ -70,11 +70,12 @@ def load_rule_engine(config: Config, one_shot: bool):
 
 def cmd_check(args: argparse.Namespace) -> int:
     try:
-        config = load_config(args.config)
+        config = load_command_config(args.config)
         setup_logging(args.log_level or ("warning" if config.log_level == "info" else config.log_level))
         engine, params = load_rule_engine(config, one_shot=True)
         probe = (args.full or args.probe) and not args.no_probe
         with open_target(args, config) as target:
+            config = simulated_config(config, target)
             collection = SourceSet(config, target, skip=() if probe else ("probe",), quick_pass=not args.full,
                                    max_concurrent=config.check_max_concurrent, one_pass=True)
             snapshot, timed_out = _collect_within(collection, args.full, ("probe",) if probe else (), args.timeout)

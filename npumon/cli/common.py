@@ -12,11 +12,14 @@ import sys
 import tempfile
 from typing import Iterator
 
+from ..config.location import DEFAULT_CONFIG_PATH
 from ..config.schema import Config
 from ..daemon.sdnotify import JournalFormatter, stderr_is_journal
 from ..sources.target import Target, find_npu_smi
 
 USAGE_ERROR = 2
+CONFIG_HELP = ("YAML config file (default: {}, the file the systemd unit reads, when present; else the built-in "
+               "defaults)".format(DEFAULT_CONFIG_PATH))
 
 
 class UserError(Exception):
@@ -25,13 +28,38 @@ class UserError(Exception):
 
 def add_common(parser: argparse.ArgumentParser) -> None:
     """--config, --simulate, --sim-product and --log-level: the options of every command that reads a host."""
-    parser.add_argument("--config", "-c", metavar="FILE", help="YAML config file (default: built-in defaults)")
+    parser.add_argument("--config", "-c", metavar="FILE", help=CONFIG_HELP)
     parser.add_argument("--simulate", nargs="?", const="healthy", metavar="SCENARIO",
                         help="run against a simulated host instead of real hardware (default scenario: healthy; "
                              "see `npumon scenarios`)")
-    parser.add_argument("--sim-product", metavar="PRODUCT", help="simulated product (default: the scenario's)")
+    parser.add_argument("--sim-product", metavar="PRODUCT", help="with --simulate: the simulated product "
+                                                                  "(default: the scenario's)")
+    add_sim_state(parser, "with --simulate: keep the simulated host, and npumon's own state (event history, "
+                          "outbox, caches), in DIR (created or reset, kept at exit), so that `npumon events "
+                          "--sim-state DIR` reads its history and npumon.sim.set_scenario(DIR, SCENARIO) can switch "
+                          "its scenario while it runs (default: a temporary directory, removed at exit)")
     parser.add_argument("--log-level", choices=("debug", "info", "warning", "error"),
                         help="log level (default: the config's, info)")
+
+
+def add_sim_state(parser: argparse.ArgumentParser, help_text: str) -> None:
+    parser.add_argument("--sim-state", metavar="DIR", help=help_text)
+
+
+def check_simulation_options(args: argparse.Namespace) -> None:
+    """Simulation options without --simulate are a mistake, not something to ignore."""
+    for option, value in (("--sim-product", getattr(args, "sim_product", None)),
+                          ("--sim-state", getattr(args, "sim_state", None)),
+                          ("--sim-time-scale", getattr(args, "sim_time_scale", 1.0) != 1.0 or None)):
+        if value is not None and args.simulate is None:
+            raise UserError("{} needs --simulate".format(option))
+
+
+def simulated_config(config: Config, target: Target) -> Config:
+    """`config` as a command uses it with `target`: a simulated host's state stays with the simulation."""
+    from ..config.location import for_simulation
+
+    return for_simulation(config, target.sim_state_dir) if target.sim_state_dir else config
 
 
 def setup_logging(level: str) -> None:
@@ -54,7 +82,9 @@ def set_log_level(level: str) -> None:
 @contextlib.contextmanager
 def open_target(args: argparse.Namespace, config: Config, require_npu_smi: bool = True) -> Iterator[Target]:
     """The real host, or a simulated one living in a temporary state directory for this command.
-    The daemon starts without npu-smi (it reports the source down until npu-smi appears); `check` cannot."""
+    The daemon starts without npu-smi (it reports the source down until npu-smi appears); `check` cannot.
+    Commands that use config.state_dir take it from simulated_config(config, target)."""
+    check_simulation_options(args)
     if args.simulate is None:
         yield Target([find_npu_smi(config.npu_smi) if require_npu_smi else config.npu_smi], None, config.root)
         return

@@ -27,8 +27,8 @@ from ..services.control.power import apply_step, chip_family, plan_profile, prof
 from ..services.control.statefile import running_daemon
 from ..sources.target import NpuSmiMissing
 from ..config.errors import ConfigError
-from ..config.load import load_config
-from .common import USAGE_ERROR, UserError, add_common, open_target, setup_logging
+from ..config.location import file_to_edit, in_source, load_command_config
+from .common import USAGE_ERROR, UserError, add_common, open_target, setup_logging, simulated_config
 
 log = logging.getLogger("npumon.services.control")
 
@@ -63,7 +63,10 @@ def add_control_commands(commands: "argparse._SubParsersAction") -> None:
     fan.set_defaults(func=cmd_fan)
     power = actions.add_parser("power", help="apply a power profile (performance, quiet, or one from the config)")
     add_common(power)
-    power.add_argument("profile", metavar="PROFILE")
+    power.add_argument("profile", metavar="PROFILE", nargs="?", help="the profile to apply (see --list)")
+    power.add_argument("--list", action="store_true",
+                       help="list the profiles this host's chips can take, built-in and configured; changes nothing")
+    power.add_argument("--json", action="store_true", help="with --list: print one JSON object")
     power.set_defaults(func=cmd_power)
     control.set_defaults(func=lambda args: _usage(control))
 
@@ -86,8 +89,8 @@ def cmd_fan(args: argparse.Namespace) -> int:
     def act(session: "_Session") -> int:
         control = session.config.control
         if args.safe and not control.enabled:
-            print("control is off ({}: control.enabled is false): npumon has not touched the fans; nothing to "
-                  "do".format(session.config.source))
+            print("control is off (control.enabled is false{}): npumon has not touched the fans; nothing to "
+                  "do".format(in_source(session.config)))
             return DONE
         knob = "fan_duty" if args.duty is not None or (args.safe and control.safe_state == "full") else "fan_mode"
         session.require_enabled(knob)
@@ -121,7 +124,16 @@ def cmd_fan(args: argparse.Namespace) -> int:
 
 
 def cmd_power(args: argparse.Namespace) -> int:
+    if args.list == (args.profile is not None):
+        print("npumon: control power: give a PROFILE or --list (one of them)", file=sys.stderr)
+        return USAGE_ERROR
+    if args.json and not args.list:
+        print("npumon: control power: --json goes with --list", file=sys.stderr)
+        return USAGE_ERROR
+
     def act(session: "_Session") -> int:
+        if args.list:
+            return _list_profiles(session, args.json)
         session.require_enabled("power")
         chips, problem = session.main_table_chips()
         if problem is not None:
@@ -142,6 +154,25 @@ def cmd_power(args: argparse.Namespace) -> int:
     return _run(args, act)
 
 
+def _list_profiles(session: "_Session", as_json: bool) -> int:
+    """The power profiles for this host's chips (reads the main table only)."""
+    power = _power_report(session)
+    if as_json:
+        print(json.dumps(power, indent=2, sort_keys=True))
+        return DONE if "error" not in power else REFUSED
+    if "error" in power:
+        print("npumon: " + power["error"], file=sys.stderr)
+        return REFUSED
+    if not power["profiles"]:
+        print("{}: no power knob on this product, so no profile".format(", ".join(power["chips"])))
+        return DONE
+    print("power profiles for {} (`npumon control power PROFILE`):".format(", ".join(power["chips"])))
+    width = max(len(name) for name in power["profiles"])
+    for name, knobs in sorted(power["profiles"].items()):
+        print("  {}  {}".format(name.ljust(width), ", ".join("{} {}".format(k, v) for k, v in sorted(knobs.items()))))
+    return DONE
+
+
 def cmd_status(args: argparse.Namespace) -> int:
     def show(session: "_Session") -> int:
         report = status_report(session)
@@ -160,6 +191,7 @@ def status_report(session: "_Session") -> Dict[str, Any]:
     config = session.config
     control = config.control
     report: Dict[str, Any] = {"enabled": control.enabled, "dry_run": control.dry_run, "config": config.source,
+                              "config_phrase": in_source(config),
                               "safe_state": control.safe_state, "floor_percent": control.fan.floor_percent,
                               "curve": control.fan.curve, "driver": control.fan.driver}
     driver = build_fan_driver(control, session.target.npu_smi_argv, session.target.env, session.target.root,
@@ -171,20 +203,24 @@ def status_report(session: "_Session") -> Dict[str, Any]:
             reading, error = driver.read()
             report["fans"] = error if reading is None else {"mode": reading.mode, "duty_percent": reading.duty_percent}
     report["daemon"] = running_daemon(config.state_dir)
-    chips, problem = session.main_table_chips()
-    if problem is not None:
-        report["power"] = {"error": problem}
-        return report
-    names = sorted({name or "unknown" for _, _, name in chips})
-    families = {chip_family(name) for _, _, name in chips}
-    family = families.pop() if len(families) == 1 else None
-    report["power"] = {"chips": names, "profiles": profiles_for(family, control.power.profiles)}
+    report["power"] = _power_report(session)
     return report
 
 
+def _power_report(session: "_Session") -> Dict[str, Any]:
+    """{"chips": names, "profiles": {name: {knob: value}}}, or {"error": why npu-smi could not be read}."""
+    chips, problem = session.main_table_chips()
+    if problem is not None:
+        return {"error": problem}
+    names = sorted({name or "unknown" for _, _, name in chips})
+    families = {chip_family(name) for _, _, name in chips}
+    family = families.pop() if len(families) == 1 else None
+    return {"chips": names, "profiles": profiles_for(family, session.config.control.power.profiles)}
+
+
 def _status_lines(report: Dict[str, Any]) -> List[Tuple[str, str]]:
-    lines = [("control", ("enabled" if report["enabled"] else "off (control.enabled: false in {})".format(
-        report["config"])) + (", dry run" if report["dry_run"] else ""))]
+    lines = [("control", ("enabled" if report["enabled"] else "off (control.enabled: false{})".format(
+        report["config_phrase"])) + (", dry run" if report["dry_run"] else ""))]
     if "available" in report:
         lines.append(("fan driver", "{}: {}{}".format(report["driver"], "" if report["available"] else
                                                        "unavailable: ", report["detail"])))
@@ -231,7 +267,7 @@ class _Session:
     def require_enabled(self, knob: str) -> None:
         if not self.config.control.enabled:
             raise self.refuse(knob, "control is off: set control.enabled: true in {} to let npumon change fans "
-                                    "or power".format(self.config.source))
+                                    "or power".format(file_to_edit(self.config)))
 
     def refuse(self, knob: str, reason: str, details: Optional[Dict[str, Any]] = None) -> _Refused:
         self._audit("control_refused", "refused ({}): {}".format(knob, reason), "warning",
@@ -302,10 +338,11 @@ def _event_recorder(config) -> Callable[..., None]:
 
 def _run(args: argparse.Namespace, body: Callable[[_Session], int]) -> int:
     try:
-        config = load_config(args.config)
+        config = load_command_config(args.config)
         # the printed line is the answer; the audit lines (INFO) go to the event history, and to stderr on request
         setup_logging(args.log_level or ("warning" if config.log_level == "info" else config.log_level))
         with open_target(args, config, require_npu_smi=False) as target:
+            config = simulated_config(config, target)  # a simulated action is recorded with the simulation
             return body(_Session(config, target, _event_recorder(config)))
     except (ConfigError, UserError, NpuSmiMissing) as exc:
         print("npumon: " + str(exc), file=sys.stderr)

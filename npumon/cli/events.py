@@ -16,10 +16,11 @@ import time
 from typing import List, Optional, Sequence, Tuple
 
 from ..config.errors import ConfigError
-from ..config.load import load_config
+from ..config.location import for_simulation, load_command_config
 from ..config.schema import Config
 from ..services.events.store import ACTIVE, KINDS, Event, EventStore, EventStoreError, FindingRow, events_path
 from ..outputs.report import rfc3339
+from .common import CONFIG_HELP, add_sim_state
 
 USAGE_ERROR = 2
 MAX_NOTE_CHARS = 1000
@@ -57,11 +58,16 @@ def add_event_commands(commands: "argparse._SubParsersAction") -> None:
     ack.add_argument("subject", nargs="?", metavar="SUBJECT", help="'host' or npu<N>/chip<C>, e.g. npu2/chip0")
     ack.add_argument("--all", action="store_true", help="acknowledge every active finding")
     ack.add_argument("--note", metavar="TEXT", help="why, for the record (e.g. a ticket number)")
+    ack.add_argument("--json", action="store_true", help="print a JSON list of the findings acknowledged")
     ack.set_defaults(func=cmd_ack)
 
 
 def _add_config(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", "-c", metavar="FILE", help="YAML config file (its state_dir holds the history)")
+    parser.add_argument("--config", "-c", metavar="FILE", help=CONFIG_HELP + "; its state_dir holds the history")
+    parser.add_argument("--simulate", action="store_true",
+                        help="a simulated host's history, never the real host's: with --sim-state DIR")
+    add_sim_state(parser, "the simulated host's own history: the DIR that `npumon run --simulate --sim-state DIR` "
+                          "(or check, control) kept")
 
 
 # --------------------------------------------------------------------------------------------- npumon events
@@ -71,10 +77,13 @@ def cmd_events(args: argparse.Namespace) -> int:
         now = time.time()
         since = parse_when(args.since, now, "--since")
         until = parse_when(args.until, now, "--until")
+        if since is not None and until is not None and since > until:
+            raise _UsageError("--since {} ({}) is after --until {} ({}): no event can match".format(
+                args.since, rfc3339(since), args.until, rfc3339(until)))
         npu = _count(args.npu, "--npu")
         limit = _count(args.limit, "--limit")
         kinds = _kinds(args.kind)
-        config = _load(args.config)
+        config = _load(args)
         store = EventStore(events_path(config.state_dir), config.events.retention_days * 86400, readonly=True)
         try:
             events = store.query(since=since, npu=npu, kinds=kinds, limit=limit, until=until)
@@ -122,8 +131,14 @@ def _kinds(kinds: Optional[List[str]]) -> Optional[List[str]]:
     return kinds
 
 
-def _load(path: Optional[str]) -> Config:
-    config = load_config(path)
+def _load(args: argparse.Namespace) -> Config:
+    """The config whose history to read: the simulation's own with --simulate/--sim-state."""
+    if args.simulate and not args.sim_state:
+        raise _UsageError("--simulate: a simulated host keeps a history only in its --sim-state DIR; give that "
+                          "DIR (`npumon run --simulate --sim-state DIR` keeps one)")
+    config = load_command_config(args.config)
+    if args.sim_state:
+        config = for_simulation(config, args.sim_state)
     if not config.events.enabled:
         raise _UsageError("the event history is turned off in {} (events.enabled: false)".format(config.source))
     return config
@@ -154,7 +169,7 @@ def cmd_ack(args: argparse.Namespace) -> int:
         note = (args.note or "").strip()
         if len(note) > MAX_NOTE_CHARS:
             raise _UsageError("--note: at most {} characters".format(MAX_NOTE_CHARS))
-        config = _load(args.config)
+        config = _load(args)
         path = events_path(config.state_dir)
         if not os.path.exists(path):  # acknowledging must not create an empty history somewhere wrong
             raise _UsageError("{}: no event history here (`npumon run` creates it; is state_dir in the config "
@@ -167,6 +182,10 @@ def cmd_ack(args: argparse.Namespace) -> int:
     except (_UsageError, ConfigError, EventStoreError) as exc:
         print("npumon: {}".format(exc), file=sys.stderr)
         return USAGE_ERROR
+    if args.json:
+        print(json.dumps([{"rule": row.finding.rule, "subject": row.finding.subject, "summary": row.finding.summary,
+                           "already_acknowledged": already} for row, already in done], indent=2))
+        return 0
     if not done:
         print("no active findings to acknowledge")
     for finding_row, already in done:

@@ -13,8 +13,11 @@ from ..fleet.cli import add_fleet_command
 from ..sim.fleet import add_fleet_sim_command
 from .check import add_check_command
 from .common import USAGE_ERROR
+from .completion import add_completion_command
+from .config import add_config_commands
 from .control import add_control_commands
 from .events import add_event_commands
+from .manpage import add_manpage_command
 from .notify import add_notify_commands
 from .run import add_run_commands
 from .top import add_top_command
@@ -48,7 +51,7 @@ def _quiet_stdout() -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="npumon", description="Monitoring and health checks for Ascend NPU hosts.")
-    parser.add_argument("--version", action="version", version="npumon " + __version__)
+    parser.add_argument("-V", "--version", action="version", version="npumon " + __version__)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     add_check_command(commands)  # `check`: one pass, Nagios exit code
     add_top_command(commands)  # `top`: the live view
@@ -56,6 +59,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_event_commands(commands)  # `events` and `ack`
     add_notify_commands(commands)  # `notify test`
     add_control_commands(commands)  # `control status|fan|power`
+    add_config_commands(commands)  # `config check|show`
+    add_completion_command(commands)  # `completion bash`
+    add_manpage_command(commands)  # `manpage`: npumon(1), also written by the packaging build
     add_fleet_command(commands)  # `fleet`: the fleet from Prometheus
     add_fleet_sim_command(commands)  # `fleet-sim`: simulated hosts and a Prometheus on this machine
     return parser

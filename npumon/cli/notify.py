@@ -9,6 +9,8 @@ import argparse
 import sys
 import time
 
+from .common import CONFIG_HELP
+
 USAGE_ERROR = 2
 TEST_RULE = "npumon-test"
 
@@ -21,11 +23,12 @@ def add_notify_commands(commands) -> None:
     test = actions.add_parser("test", help="send a test alert to every receiver (or one) and print the answers",
                               description="Send a test alert through each configured receiver's real path and "
                                           "print what the receiver answered.")
-    test.add_argument("--config", "-c", metavar="FILE", help="YAML config file with a notify: section")
+    test.add_argument("--config", "-c", metavar="FILE", help=CONFIG_HELP + "; its notify: section names the receivers")
     test.add_argument("--receiver", metavar="NAME", help="only this receiver (default: all)")
     test.add_argument("--resolve", action="store_true",
                       help="send the test alert's resolved notification instead (closes the PagerDuty incident "
                            "or Alertmanager alert an earlier test opened)")
+    test.add_argument("--json", action="store_true", help="print a JSON list of the receivers' answers")
     test.set_defaults(func=cmd_notify_test)
     notify.set_defaults(func=lambda args: _usage(notify))
 
@@ -39,7 +42,7 @@ def cmd_notify_test(args: argparse.Namespace) -> int:
     import socket
 
     from ..config.errors import ConfigError
-    from ..config.load import load_config
+    from ..config.location import in_source, load_command_config
     from ..model import Finding
     from ..services.notify.alert import alert_from_finding
     from ..services.notify.flavour import DELIVERED
@@ -47,11 +50,11 @@ def cmd_notify_test(args: argparse.Namespace) -> int:
     from ..services.notify.secrets import SecretError
 
     try:
-        config = load_config(args.config)
+        config = load_command_config(args.config)
     except ConfigError as exc:
         return _error(str(exc))
     if not config.notify.receivers:
-        return _error("no receivers configured (notify.receivers in {})".format(config.source))
+        return _error("no receivers configured (notify.receivers{})".format(in_source(config)))
     chosen = [(index, receiver) for index, receiver in enumerate(config.notify.receivers)
               if args.receiver is None or receiver.name == args.receiver]
     if not chosen:
@@ -70,14 +73,27 @@ def cmd_notify_test(args: argparse.Namespace) -> int:
     alert = alert_from_finding(finding, host, config.notify.labels)
     if args.resolve:
         alert = alert.resolved(now)
-    all_delivered = True
+    answers = []
     for receiver in receivers:
         answer = receiver.send([alert], host, now, config.notify.external_url)
         receiver.close()
-        all_delivered = all_delivered and answer.outcome == DELIVERED
-        print("{} ({}, {}): {} - {}".format(receiver.name, receiver.kind, receiver.endpoint, answer.outcome,
-                                          answer.detail))
-    return 0 if all_delivered else 1
+        answers.append({"receiver": receiver.name, "type": receiver.kind, "endpoint": receiver.endpoint,
+                        "delivered": answer.outcome == DELIVERED, "outcome": _outcome_text(answer.outcome),
+                        "detail": answer.detail})
+        if not args.json:  # each answer as it comes: a slow receiver does not hide the others'
+            print("{receiver} ({type}, {endpoint}): {outcome} - {detail}".format(**answers[-1]))
+    if args.json:
+        import json
+
+        print(json.dumps(answers, indent=2))
+    return 0 if all(answer["delivered"] for answer in answers) else 1
+
+
+def _outcome_text(outcome: str) -> str:
+    """A one-shot send is never retried: a temporary failure is a failure here, said as one."""
+    from ..services.notify.flavour import RETRY
+
+    return "failed (temporary: the daemon would retry it)" if outcome == RETRY else outcome
 
 
 def _error(message: str) -> int:

@@ -5,14 +5,14 @@ rules, a port in use, an unwritable state_dir).
 """
 
 import argparse
-import dataclasses
+import json
 import logging
 import os
 import sys
 from typing import List
 
 from ..config.errors import ConfigError
-from ..config.load import load_config
+from ..config.location import for_simulation, load_command_config
 from ..config.schema import Config
 from ..sources.target import NpuSmiMissing
 from .common import USAGE_ERROR, UserError, add_common, open_target, setup_logging
@@ -28,15 +28,15 @@ def add_run_commands(commands: "argparse._SubParsersAction") -> None:
                      help="exporter-toolkit web config (TLS, client certificates, basic auth), the file "
                           "node_exporter reads with --web.config.file; read again on reload "
                           "(default: the config's exporter.web_config_file)")
-    run.add_argument("--sim-state", metavar="DIR",
-                     help="with --simulate: keep the simulation's state in DIR (created or reset, kept at exit), "
-                          "so that npumon.sim.set_scenario(DIR, SCENARIO) can switch its scenario while it runs")
     run.add_argument("--sim-time-scale", metavar="FACTOR", type=_time_scale, default=1.0,
                      help="with --simulate: run the scenario's clock FACTOR times faster than wall time, to see "
                           "hour-long trends (a leak, rising ECC counts) in minutes (default: 1)")
     run.set_defaults(func=cmd_run)
 
-    scenarios = commands.add_parser("scenarios", help="list the simulator's scenarios and products")
+    scenarios = commands.add_parser("scenarios", help="list the simulator's scenarios and products",
+                                    description="The scenarios --simulate=SCENARIO can run and the products "
+                                                "--sim-product can simulate, each with what it shows.")
+    scenarios.add_argument("--json", action="store_true", help="print one JSON object")
     scenarios.set_defaults(func=cmd_scenarios)
 
 
@@ -59,12 +59,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     sim_state_dirs: List[str] = []
 
     def reload_config() -> Config:
-        config = load_config(args.config)
-        if sim_state_dirs and config.state_dir == Config().state_dir:
-            # A simulated host keeps its event history and outbox with the simulation, never in the real
-            # host's /var/lib/npumon (set state_dir in the config to choose another place).
-            config = dataclasses.replace(config, state_dir=os.path.join(sim_state_dirs[0], "npumon-state"))
-        return config
+        config = load_command_config(args.config)
+        # A simulated host keeps its event history and outbox with the simulation (config/location.py)
+        return for_simulation(config, sim_state_dirs[0]) if sim_state_dirs else config
 
     try:
         config = reload_config()
@@ -74,10 +71,6 @@ def cmd_run(args: argparse.Namespace) -> int:
                 parse_listen(args.listen)
             except WebServerError as exc:
                 raise UserError("--listen: {}".format(exc)) from None
-        if args.sim_state and args.simulate is None:
-            raise UserError("--sim-state needs --simulate")
-        if args.sim_time_scale != 1.0 and args.simulate is None:
-            raise UserError("--sim-time-scale needs --simulate")
         with open_target(args, config, require_npu_smi=False) as target:
             if target.sim_state_dir:
                 sim_state_dirs.append(target.sim_state_dir)
@@ -97,8 +90,21 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_scenarios(args: argparse.Namespace) -> int:
-    from ..sim import list_products, list_scenarios
+    from ..sim import ScenarioError, describe_products, describe_scenarios
 
-    print("scenarios: " + ", ".join(list_scenarios()))
-    print("products:  " + ", ".join(list_products()))
+    try:
+        scenarios, products = describe_scenarios(), describe_products()
+    except ScenarioError as exc:  # a damaged installation
+        print("npumon: " + str(exc), file=sys.stderr)
+        return USAGE_ERROR
+    if args.json:
+        print(json.dumps({"scenarios": scenarios, "products": products}, indent=2))
+        return 0
+    width = max(len(entry["name"]) for entry in scenarios + products)
+    print("Scenarios (--simulate=SCENARIO; default healthy):")
+    for entry in scenarios:
+        print("  {}  {} [{}]".format(entry["name"].ljust(width), entry["description"], entry["product"]))
+    print("Products (--sim-product PRODUCT; default: the scenario's, in brackets):")
+    for entry in products:
+        print("  {}  {}".format(entry["name"].ljust(width), entry["description"]))
     return 0

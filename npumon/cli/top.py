@@ -16,13 +16,13 @@ import time
 from typing import Iterator, Optional
 
 from ..config.errors import ConfigError
-from ..config.load import load_config
+from ..config.location import load_command_config
 from ..sources.target import NpuSmiMissing
 from ..tui.frame import render_frame
 from ..tui.history import History
 from ..tui.keys import ViewState
 from ..tui.rows import SORTS
-from .common import USAGE_ERROR, UserError, add_common, open_target, setup_logging
+from .common import USAGE_ERROR, UserError, add_common, open_target, setup_logging, simulated_config
 from .top_feeds import DaemonFeed, LocalFeed, default_url
 
 DEFAULT_INTERVAL_SECONDS = 2.0
@@ -81,7 +81,7 @@ def cmd_top(args: argparse.Namespace) -> int:
     live = not args.once and not args.plain and sys.stdout.isatty() and sys.stdin.isatty()
     previous = signal.signal(signal.SIGTERM, _exit_cleanly)  # curses.wrapper restores the terminal on the way out
     try:
-        config = load_config(args.config)
+        config = load_command_config(args.config)
         # in the live view a log line would scribble over the screen: only what the user asked for
         setup_logging(args.log_level or ("critical" if live else "error"))
         with _feed(args, config) as (feed, origin):
@@ -122,6 +122,7 @@ def _feed(args: argparse.Namespace, config) -> Iterator:
 
     engine, _ = load_rule_engine(config, one_shot=args.once)
     with open_target(args, config) as target:
+        config = simulated_config(config, target)  # a simulated host's state stays with the simulation
         feed = LocalFeed(config, target, engine, args.interval, probe=args.probe, one_pass=args.once)
         origin = "simulated {}".format(args.simulate) if args.simulate is not None else "local collection"
         try:

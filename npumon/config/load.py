@@ -5,6 +5,7 @@ a traceback. The conversion follows the dataclasses' type hints, so adding a set
 """
 
 import dataclasses
+import math
 import re
 import typing
 from typing import Any, Dict, List, Optional, Tuple, Union
@@ -60,15 +61,40 @@ def parse_config(text: str, path: str = "<config>") -> Config:
         return dataclasses.replace(Config(), source=path)
     config = _convert(node, Config, path, "")
     config = dataclasses.replace(config, source=path)
-    _validate(config, node, path)
+    problems = _validate(config, node, path)
+    if problems:
+        raise ConfigError(problems[0])
     return config
+
+
+def config_problems(path: str) -> Tuple[Optional[Config], List[str]]:
+    """Every problem of a config file, one line each (`npumon config check`), rather than the first: a key
+    that cannot be read is reported and left at its default, so the keys after it are still checked."""
+    try:
+        node = _compose(_read_text(path, "config"), path)
+    except ConfigError as exc:
+        return None, [str(exc)]
+    if node is None:
+        return dataclasses.replace(Config(), source=path), []
+    problems: List[str] = []
+    try:
+        config = dataclasses.replace(_convert(node, Config, path, "", problems), source=path)
+    except ConfigError as exc:  # the document itself is not a mapping
+        return None, [str(exc)]
+    return config, sorted(problems + _validate(config, node, path), key=_line_number)
+
+
+def _line_number(problem: str) -> int:
+    """The LINE of 'FILE:LINE: ...' (problems in file order), 0 when there is none."""
+    match = re.match(r"^.*?:(\d+): ", problem)
+    return int(match.group(1)) if match else 0
 
 
 def _where(path: str, node: yaml.Node, key: str) -> str:
     return "{}:{}: {}".format(path, node.start_mark.line + 1, key or "<top level>")
 
 
-def _convert(node: yaml.Node, hint: Any, path: str, key: str) -> Any:
+def _convert(node: yaml.Node, hint: Any, path: str, key: str, collect: Optional[List[str]] = None) -> Any:
     """Turn a YAML node into a value of the type `hint`, or raise ConfigError naming where it went wrong."""
     origin = typing.get_origin(hint)
     args = typing.get_args(hint)
@@ -76,9 +102,9 @@ def _convert(node: yaml.Node, hint: Any, path: str, key: str) -> Any:
         if _is_null(node):
             return None
         inner = [arg for arg in args if arg is not type(None)][0]
-        return _convert(node, inner, path, key)
+        return _convert(node, inner, path, key, collect)
     if dataclasses.is_dataclass(hint):
-        return _convert_dataclass(node, hint, path, key)
+        return _convert_dataclass(node, hint, path, key, collect)
     if origin in (list, List):
         if not isinstance(node, yaml.SequenceNode):
             raise ConfigError("{}: expected a list".format(_where(path, node, key)))
@@ -94,7 +120,8 @@ def _convert(node: yaml.Node, hint: Any, path: str, key: str) -> Any:
     return _convert_scalar(node, hint, path, key)
 
 
-def _convert_dataclass(node: yaml.Node, cls: Any, path: str, key: str) -> Any:
+def _convert_dataclass(node: yaml.Node, cls: Any, path: str, key: str, collect: Optional[List[str]] = None) -> Any:
+    """`collect`: a list to append each key's problem to (the key then keeps its default), instead of raising."""
     if _is_null(node):
         return cls()
     if not isinstance(node, yaml.MappingNode):
@@ -103,13 +130,19 @@ def _convert_dataclass(node: yaml.Node, cls: Any, path: str, key: str) -> Any:
     known = {f.name for f in dataclasses.fields(cls) if f.name != "source"}
     values = {}
     for key_node, value_node in node.value:
-        name = _scalar_key(key_node, path, key)
-        full = _join(key, name)
-        if name not in known:
-            raise ConfigError("{}: unknown key (known: {})".format(_where(path, key_node, full), ", ".join(sorted(known))))
-        if name in values:
-            raise ConfigError("{}: key given twice".format(_where(path, key_node, full)))
-        values[name] = _convert(value_node, hints[name], path, full)
+        try:
+            name = _scalar_key(key_node, path, key)
+            full = _join(key, name)
+            if name not in known:
+                raise ConfigError("{}: unknown key (known: {})".format(_where(path, key_node, full),
+                                                                      ", ".join(sorted(known))))
+            if name in values:
+                raise ConfigError("{}: key given twice".format(_where(path, key_node, full)))
+            values[name] = _convert(value_node, hints[name], path, full, collect)
+        except ConfigError as exc:
+            if collect is None:
+                raise
+            collect.append(str(exc))
     return cls(**values)
 
 
@@ -124,7 +157,11 @@ def _convert_scalar(node: yaml.Node, hint: Any, path: str, key: str) -> Any:
         if isinstance(value, int) and not isinstance(value, bool):
             return value
     elif hint is float:
+        if isinstance(value, str) and _EXPONENT_NUMBER.match(value):
+            value = float(value)  # YAML 1.1 reads 1e9 (no dot, no sign) as a string; people mean the number
         if isinstance(value, (int, float)) and not isinstance(value, bool):
+            if not math.isfinite(value):  # refused here, at its own line, not by a range check that nan passes
+                raise ConfigError("{}: expected a finite number, got {!r}".format(_where(path, node, key), value))
             return float(value)
     elif hint is str:
         if isinstance(value, str):
@@ -159,6 +196,7 @@ def _type_name(hint: Any) -> str:
     return {bool: "boolean (true/false)", int: "whole number", float: "number", str: "string"}.get(hint, str(hint))
 
 
+_EXPONENT_NUMBER = re.compile(r"^[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+$")
 _KEY_PART = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
 
 
@@ -167,8 +205,8 @@ def key_path(dotted: str) -> List[Union[str, int]]:
     return [int(index) if index else name for name, index in _KEY_PART.findall(dotted)]
 
 
-def _validate(config: Config, node: yaml.Node, path: str) -> None:
-    """Range checks that types alone cannot express."""
+def _validate(config: Config, node: yaml.Node, path: str) -> List[str]:
+    """Range checks that types alone cannot express: one `file:line: key: problem` line each."""
     problems: List[Tuple[str, str]] = []
     if config.npu_smi_timeout_seconds <= 0:
         problems.append(("npu_smi_timeout_seconds", "must be greater than 0"))
@@ -218,6 +256,4 @@ def _validate(config: Config, node: yaml.Node, path: str) -> None:
             problems.append(("thresholds." + name, "unknown threshold (known: {})".format(", ".join(sorted(known_params)))))
     for section in SECTIONS:  # (dotted key, problem), keys in full: "serving.url", "notify.receivers[2].url"
         problems.extend(section.problems(getattr(config, section.key), config))
-    if problems:
-        key, problem = problems[0]
-        raise ConfigError("{}:{}: {}: {}".format(path, line_of(node, key_path(key)), key, problem))
+    return ["{}:{}: {}: {}".format(path, line_of(node, key_path(key)), key, problem) for key, problem in problems]

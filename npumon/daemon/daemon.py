@@ -20,7 +20,6 @@ import dataclasses
 import logging
 import random
 import signal
-import socket
 import threading
 import time
 from typing import Callable, Dict, List, Optional, Tuple
@@ -173,7 +172,7 @@ class Daemon:
         """The `npumon check --json` document of the latest poll."""
         state = self.state()
         if state.snapshot is None:
-            return {"schema": SCHEMA, "host": socket.gethostname(), "time": rfc3339(time.time()),
+            return {"schema": SCHEMA, "host": self.target.host_name(), "time": rfc3339(time.time()),
                     "status": "unknown", "error": "no poll has finished yet", "chips": [], "findings": [],
                     "sources": {}}
         return status_document(state.snapshot, state.findings, acknowledged=state.acknowledged)
@@ -279,7 +278,7 @@ class Daemon:
         self.services = self._start_services()
         self._schedule()
         self.jobs.start()
-        log.info("npumon serving on port %d; polling %s every %gs", self.web.port,
+        log.info("npumon serving on port %d at %s; polling %s every %gs", self.web.port, self.web.url,
                  "a simulated host" if self.target.simulated else " ".join(self.target.npu_smi_argv),
                  self.config.poll.table_seconds)
         self.notifier.ready("started; first poll running")

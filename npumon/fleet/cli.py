@@ -47,7 +47,7 @@ def add_fleet_command(commands) -> None:
 
 def cmd_fleet(args: argparse.Namespace) -> int:
     from ..config.errors import ConfigError
-    from ..config.load import load_config
+    from ..config.location import load_command_config
     from ..rules.loader import RuleError, load_rules
 
     if args.top < 0 or not args.timeout > 0:
@@ -59,7 +59,7 @@ def cmd_fleet(args: argparse.Namespace) -> int:
         print("npumon: --prometheus: " + str(exc), file=sys.stderr)
         return USAGE_ERROR
     try:
-        config = load_config(args.config)
+        config = load_command_config(args.config)
         rule_list, params = load_rules(config.rule_files, params=config.thresholds)
     except (ConfigError, RuleError) as exc:
         print("npumon: " + str(exc), file=sys.stderr)

@@ -58,7 +58,9 @@ def parse_listen(listen: str) -> Tuple[str, int]:
         host = host[1:-1]
     elif ":" in host:
         raise WebServerError("listen address {!r}: write IPv6 addresses in brackets, e.g. [::1]:9464".format(listen))
-    if not port_text.isdigit() or int(port_text) > 65535:
+    if not port_text.isdigit():
+        raise WebServerError("listen address {!r}: port {!r} is not a number".format(listen, port_text))
+    if int(port_text) > 65535:
         raise WebServerError("listen address {!r}: port must be 0..65535".format(listen))
     return host, int(port_text)
 
@@ -272,6 +274,17 @@ class WebServer:
         if server is None:
             return (False, "http server stopped") if self._stopped else (True, "starting: http server not started yet")
         return server.health()
+
+    @property
+    def url(self) -> str:
+        """Where it serves, for the start-up line: scheme, bound address and port; a wildcard address says so."""
+        if self._server is None:
+            raise RuntimeError("WebServer not started")
+        address, port = self._server.server_address[:2]
+        scheme = "http" if self._guard.handshake() is None else "https"
+        shown = "[{}]".format(address) if ":" in address else address
+        everywhere = " (every address)" if address in ("::", "0.0.0.0") else ""
+        return "{}://{}:{}{}".format(scheme, shown, port, everywhere)
 
     @property
     def port(self) -> int:

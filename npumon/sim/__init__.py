@@ -12,6 +12,8 @@ _API = {
     "prepare_simulation": "simulation",
     "list_scenarios": "simulation",
     "list_products": "simulation",
+    "describe_scenarios": "simulation",
+    "describe_products": "simulation",
     "serving_queue_depth": "simulation",
     "set_scenario": "simulation",
     "set_latency_scale": "simulation",

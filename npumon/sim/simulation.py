@@ -44,7 +44,8 @@ from .scenario import ScenarioError, load_scenario
 from .state import STATE_ENV, read_state, scenario_time, update_state, write_state
 from .values import DEFAULT_SERVING_QUEUE_DEPTH, evaluate, host_cpu_busy_at, host_with_defaults
 
-__all__ = ["Simulation", "prepare_simulation", "list_scenarios", "list_products", "serving_queue_depth",
+__all__ = ["Simulation", "prepare_simulation", "list_scenarios", "list_products", "describe_scenarios",
+           "describe_products", "serving_queue_depth",
            "set_scenario", "set_latency_scale", "ScenarioError"]
 
 HOST_ROOT_DIR = "root"
@@ -70,6 +71,21 @@ def list_scenarios() -> List[str]:
 def list_products() -> List[str]:
     """The names of the simulated products."""
     return sorted(PRODUCTS)
+
+
+def describe_scenarios() -> List[Dict[str, str]]:
+    """Every built-in scenario: name, description and product, for `npumon scenarios`."""
+    described = []
+    for name in list_scenarios():
+        checked = load_scenario(name)
+        described.append({"name": name, "description": checked.get("description", ""),
+                          "product": checked["product"]})
+    return described
+
+
+def describe_products() -> List[Dict[str, str]]:
+    """Every simulated product: name and description."""
+    return [{"name": name, "description": PRODUCTS[name].description} for name in list_products()]
 
 
 def prepare_simulation(state_dir: str, scenario: str = "healthy", product: Optional[str] = None,

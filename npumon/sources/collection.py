@@ -9,7 +9,6 @@ bounds them all; its priority slot is kept for the primary tier (the main table)
 """
 
 import logging
-import socket
 import threading
 import time
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
@@ -49,7 +48,7 @@ class SourceSet:
                 self.sources.append(source)
         self._tiers: Dict[str, Tuple[Tier, Source]] = {
             tier.name: (tier, source) for source in self.sources for tier in source.tiers()}
-        self._hostname = socket.gethostname()
+        self._hostname = target.host_name()
         self._lock = threading.Lock()
         self._polling: Dict[str, int] = {}
 

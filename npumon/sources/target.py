@@ -1,6 +1,8 @@
 """Where npu-smi and the host facts come from: the real host, or a simulated one."""
 
+import os
 import shutil
+import socket
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional
 
@@ -20,6 +22,16 @@ class Target:
     @classmethod
     def real(cls, config: Any) -> "Target":  # config: the whole Config (config/schema.py)
         return cls([config.npu_smi], None, config.root)
+
+    def host_name(self) -> str:
+        """The host's name as the host source reads it (a simulated host's own, under its root): one name for
+        /status, the metrics and the alerts, also before the host source has reported."""
+        try:
+            with open(os.path.join(self.root, "proc", "sys", "kernel", "hostname"), encoding="utf-8") as handle:
+                name = handle.read().strip()
+        except (OSError, UnicodeDecodeError):
+            name = ""
+        return name or socket.gethostname()
 
 
 class NpuSmiMissing(RuntimeError):

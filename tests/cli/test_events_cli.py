@@ -185,3 +185,13 @@ def test_ack_never_creates_a_history(capsys, tmp_path, config):
     code, _, err = run(capsys, "ack", "-c", config, "x", "host")
     assert code == 2 and "no event history here" in err
     assert not (tmp_path / "state").exists()
+
+
+def test_ack_json(capsys, config, store):
+    assert run(capsys, "ack", "-c", config, "--all", "--json") == (0, "[]\n", "")
+    fire(store, "ecc-uncorrectable", "npu2/chip0")
+    code, out, _ = run(capsys, "ack", "-c", config, "ecc-uncorrectable", "npu2/chip0", "--json")
+    assert code == 0 and json.loads(out) == [{"rule": "ecc-uncorrectable", "subject": "npu2/chip0",
+                                              "summary": "ecc-uncorrectable summary", "already_acknowledged": False}]
+    code, out, _ = run(capsys, "ack", "-c", config, "--all", "--json")
+    assert [row["already_acknowledged"] for row in json.loads(out)] == [True]

@@ -92,5 +92,6 @@ def test_an_unreachable_receiver_is_reported_not_a_traceback(tmp_path, run):
                           .format(url))
     code, out, err = run("notify", "test", "-c", config)
     assert code == 1 and err == ""
-    assert out == "hook (webhook, {}): retry - cannot connect: Connection refused\n".format(url.split("/hook")[0])
+    assert out == "hook (webhook, {}): failed (temporary: the daemon would retry it) - cannot connect: Connection " \
+                  "refused\n".format(url.split("/hook")[0])
     assert json.dumps(out).find(TOKEN) == -1

@@ -79,7 +79,14 @@ def notify_services(daemon) -> List["NotifyService"]:
     # Never off for the outbox: one that cannot be opened or written keeps notifications in memory (and
     # says so in npumon_notification_outbox_up) while it retries.
     outbox = Outbox(config.state_dir, config.notify.outbox_max_notifications)
-    return [NotifyService(config.notify, receivers, broken, outbox, rule_for_seconds(config), daemon.record_event)]
+    return [NotifyService(config.notify, receivers, broken, outbox, rule_for_seconds(config), daemon.record_event,
+                          host=_host_name(daemon))]
+
+
+def _host_name(daemon) -> Optional[str]:
+    """The monitored host's name (a simulated host's own), the one /status gives; None: this machine's."""
+    target = getattr(daemon, "target", None)
+    return target.host_name() if target is not None else None
 
 
 def rule_for_seconds(config: Config) -> Dict[str, float]:
@@ -98,7 +105,8 @@ class NotifyService:
 
     def __init__(self, notify: NotifyConfig, receivers: Dict[str, Receiver], broken: Dict[str, str],
                  outbox: Outbox, rule_for: Dict[str, float], record_event: RecordEvent,
-                 clock: Callable[[], float] = time.time, executor: Optional[Executor] = None):
+                 clock: Callable[[], float] = time.time, executor: Optional[Executor] = None,
+                 host: Optional[str] = None):
         """`clock` and `executor` (where deliveries run) are replaceable so tests can control time and
         run deliveries inline."""
         self._notify = notify
@@ -111,7 +119,7 @@ class NotifyService:
         self._clock = clock
         # Fixed for the service's life: part of every alert's fingerprint, so it must not change when the
         # host source reports in (or reports a simulated host's name).
-        self._host = socket.gethostname()
+        self._host = host or socket.gethostname()
         self._states = {name: _ReceiverState() for name in receivers}
         self._counters = Counters(self._names)
         self._closed = threading.Event()
