@@ -27,7 +27,8 @@ QUERY_METRICS = {
     # the multi-rate call stands in for four single rates where it answers
     "usages": tuple(("utilization:" + field, "multi_utilization") for field in (
         "aicore_ratio", "vector_ratio", "aicube_ratio")) + tuple(("utilization:" + field,) for field in (
-            "aicpu_ratio", "ctrlcpu_ratio", "ddr_bandwidth_ratio", "hbm_bandwidth_ratio")),
+            "aicpu_ratio", "ctrlcpu_ratio", "ddr_bandwidth_ratio")) + (
+                ("utilization:hbm_bandwidth_ratio", "hbm"),),  # the HBM answer carries the bandwidth rate
     "power": (("power",),),
     "health": (("health",), ("error_codes",)),
     "ecc": (("ecc:hbm", "ecc:ddr"),),

@@ -21,6 +21,7 @@ from ...model import ChipSample, SourceStatus
 from ..base import Facts, Parts, Section, SourceContext, SourceSpec, Tier, allowed_age, judge_status
 from .backend import DCMI, Decision, decide, lacking_queries, open_request
 from .config import DcmiConfig, dcmi_problems
+from .read import QUICK_METRICS
 from .worker import Worker, WorkerDown
 
 DCMI_SOURCE = "dcmi"
@@ -34,8 +35,11 @@ class DcmiSource:
 
     def __init__(self, decision: Decision, interval: float, max_age: float, timeout_seconds: float,
                  open_timeout_seconds: float, clock=time.time, worker: Optional[Worker] = None,
-                 opened: Optional[dict] = None, static_interval: float = 3600.0):
+                 opened: Optional[dict] = None, static_interval: float = 3600.0, quick_pass: bool = False):
         self.decision = decision
+        # one quick pass of `npumon check`: health, error codes and ECC only (read.QUICK_METRICS), which fits its
+        # --timeout on a 16-chip host where a first full sweep does not
+        self.quick_pass = quick_pass
         self.interval = interval
         self.static_interval = static_interval  # ids, die id, board: read again this often (poll.identity_seconds)
         self._static_due = 0.0
@@ -81,9 +85,11 @@ class DcmiSource:
                 if not reply.get("ok"):  # refused or init failed: asked again next poll
                     return "{}: {}".format(self.decision.library, reply.get("error")), False
                 self._opened, self._opened_pid = reply, self.worker.pid
-            static = started >= self._static_due
-            reply = self.worker.request({"op": "sweep", "unsupported": sorted(self.unsupported), "static": static},
-                                        self.timeout_seconds)
+            static = started >= self._static_due and not self.quick_pass
+            request = {"op": "sweep", "unsupported": sorted(self.unsupported), "static": static}
+            if self.quick_pass:
+                request["only"] = sorted(QUICK_METRICS)
+            reply = self.worker.request(request, self.timeout_seconds)
         except WorkerDown as exc:
             self._opened = None
             return "worker: {}".format(exc), False
@@ -190,7 +196,7 @@ def build(context: SourceContext) -> Optional[DcmiSource]:
     worker, opened = decision.take_worker()
     return DcmiSource(decision, config.poll.table_seconds, config.max_age_seconds, config.dcmi.timeout_seconds,
                       config.dcmi.open_timeout_seconds, context.clock, worker, opened,
-                      static_interval=config.poll.identity_seconds or 3600.0)
+                      static_interval=config.poll.identity_seconds or 3600.0, quick_pass=context.quick_pass)
 
 
 def chip_facts(chip: ChipSample, host) -> Facts:
