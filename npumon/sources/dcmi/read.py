@@ -219,7 +219,9 @@ def read_power(api: Api, ref) -> Dict[str, Any]:
 def read_card_power(api: Api, ref) -> Dict[str, Any]:
     """310P: the card's power from its MCU (npu-exporter serves it as each chip's power)."""
     value = ctypes.c_int(0)
-    code = api.plain("dcmi_mcu_get_power_info", ref[0], ctypes.byref(value))
+    # V2 has no MCU call: unsupported there (no V1 call may reach a V2 driver)
+    code = b.FUNCTION_NOT_FOUND if api.library.api == "v2" else api.plain("dcmi_mcu_get_power_info", ref[0],
+                                                                            ctypes.byref(value))
     if code != b.DCMI_OK:
         raise CallFailed("card_power", "dcmi_mcu_get_power_info", code)
     return {"card_power_watts": value.value / 10.0}
@@ -418,7 +420,9 @@ def sweep(api: Api, unsupported: Set[Tuple[int, int, str]], static: bool = True,
 
 def versions(library: b.Library) -> Dict[str, Optional[str]]:
     result: Dict[str, Optional[str]] = {}
-    for key, name in (("driver_version", "dcmi_get_driver_version"), ("dcmi_version", "dcmi_get_dcmi_version")):
+    names = ((("driver_version", "dcmi_get_driver_version"), ("dcmi_version", "dcmi_get_dcmi_version"))
+             if library.api != "v2" else (("dcmi_version", "dcmiv2_get_dcmi_version"),))  # V2 has no driver version
+    for key, name in names:
         buffer = ctypes.create_string_buffer(64)
         result[key] = buffer.value.decode("utf-8", "replace") if library.call(name, buffer, 64) == b.DCMI_OK else None
     return result

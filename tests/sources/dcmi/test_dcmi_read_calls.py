@@ -103,3 +103,23 @@ def test_a_card_that_leaves_the_list_loses_its_count_and_one_that_comes_back_is_
     set_dcmi_faults(sim.env["NPUMON_SIM_STATE"])
     answer, calls = _sweep(api, unsupported, static=False, only={"health"})
     assert calls["dcmi_get_device_num_in_card"] == 8 and len(answer["chips"]) == 16
+
+
+def test_the_950_is_read_through_the_v2_api_alone(tmp_path, monkeypatch, library):
+    # Its driver answers dcmiv2_* (one logical id per chip) and refuses dcmi_init: every call npumon makes there
+    # is a V2 one, and the chips come out numbered as npu-smi numbers them (NPU = logical id, chip 0).
+    sim = prepare_simulation(str(tmp_path / "sim"), product="atlas-350", scenario="health-critical", time_scale=0)
+    monkeypatch.setenv("NPUMON_SIM_STATE", sim.env["NPUMON_SIM_STATE"])
+    loaded = load(library)
+    chosen, tried = loaded.initialise()
+    assert (chosen, tried) == ("v2", ["dcmi_init: -8255 DCMI_ERR_CODE_NOT_SUPPORT"])
+    counting = CountingLibrary(loaded)
+    api, unsupported = read.Api(counting), set()
+    first, calls = _sweep(api, unsupported, static=True)
+    assert all(name.startswith("dcmiv2_") for name in calls), sorted(calls)
+    assert [(record["npu"], record["chip"]) for record in first["chips"]] == [(npu, 0) for npu in range(8)]
+    chip = _critical(first)
+    assert chip["name"] == "Ascend950PR" and chip["error_codes"] == ["80CB8009"] and chip["device_id"] == 2
+    assert chip["vdie_id"].count("-") == 4 and chip["serial_number"].startswith("10264L5408")
+    assert chip["hbm_total_bytes"] == 131072 * 1048576 and "aicube_ratio" in chip and "power_watts" in chip
+    assert read.versions(loaded)["dcmi_version"]
