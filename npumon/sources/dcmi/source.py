@@ -21,6 +21,7 @@ from ...model import ChipSample, SourceStatus
 from ..base import Facts, Parts, Section, SourceContext, SourceSpec, Tier, allowed_age, judge_status
 from .backend import DCMI, Decision, decide, lacking_queries, open_request
 from .config import DcmiConfig, dcmi_problems
+from .metrics import METRICS, export
 from .read import QUICK_METRICS
 from .worker import Worker, WorkerDown
 
@@ -221,4 +222,5 @@ def chip_facts(chip: ChipSample, host) -> Facts:
     return {"dcmi_" + key: chip.extra.get(key) for key in EXTRA_KEYS}
 
 
-SPEC = SourceSpec(DCMI_SOURCE, build, section=Section("dcmi", DcmiConfig, dcmi_problems), chip_facts=chip_facts)
+SPEC = SourceSpec(DCMI_SOURCE, build, section=Section("dcmi", DcmiConfig, dcmi_problems), chip_facts=chip_facts,
+                  metrics=METRICS, export=export)
