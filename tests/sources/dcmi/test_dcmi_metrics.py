@@ -59,7 +59,8 @@ def test_dcmi_only_values_have_families_and_npu_smi_serves_none_of_them(library)
         assert not [key for key in _samples(through_npu_smi) if key[0] == name], name
 
 
-@pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool not on PATH (Debian: apt-get install prometheus)")
+@pytest.mark.skipif(shutil.which("promtool") is None,
+                    reason="promtool not on PATH (Debian: apt-get install prometheus)")
 def test_promtool_finds_nothing_to_say_about_the_dcmi_families(library):
     text = _exposition("dcmi", library)
     result = subprocess.run(["promtool", "check", "metrics"], input=text.encode(), capture_output=True, timeout=30)
