@@ -212,6 +212,7 @@ class SourceStatus:
     waiting_on: Optional[str] = None  # down only because this other source is (its own failure is not news)
     degraded: bool = False  # up, but part of its answer was unreadable and left out (error says what)
     backend: Optional[str] = None  # what reads the chip values ("dcmi" or "npu-smi"), on the sources that do
+    fallback_reason: Optional[str] = None  # collect.backend auto on npu-smi: why not DCMI
 
     def to_json(self) -> Dict[str, Any]:
         return {
@@ -224,6 +225,7 @@ class SourceStatus:
             "waiting_on": self.waiting_on,
             "degraded": self.degraded,
             **({} if self.backend is None else {"backend": self.backend}),
+            **({} if self.fallback_reason is None else {"fallback_reason": self.fallback_reason}),
         }
 
 

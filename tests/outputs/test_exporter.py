@@ -74,7 +74,11 @@ def rich_snapshot(pods=False):
         probe=ProbeSample(state="failed", time=NOW - 60, kind="acl", device_id=0, first_run=False,
                           duration_seconds=0.5, baseline_seconds=0.4,
                           stage_seconds={"init": 0.3, "memcpy": 0.2}, failed_stage="memcpy", error_code=507053),
-        extra={"driver_faults": [dict(DRIVER_FAULT, device=0)]},
+        extra={"driver_faults": [dict(DRIVER_FAULT, device=0)],
+               # what the DCMI backend reads beyond npu-smi (sources/dcmi/metrics.py)
+               "board_id": 0x28, "slot_id": 0, "npu_name": "", "pcie_vendor_id": "0x19e5",
+               "pcie_device_id": "0xd802", "pcie_subvendor_id": "0x0200", "pcie_subdevice_id": "0x0100",
+               "aicore_count": 20, "aicore_rated_freq_mhz": 1800.0, "hbm_freq_mhz": 1600},
     )
     # the ACL runtime's own view, as the probe source (sources/probe/runtime_view.py) leaves it
     chip_a.extra["runtime"] = {"time": NOW - 60, "device_id": 0, "values": {

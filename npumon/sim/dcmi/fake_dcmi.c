@@ -28,7 +28,7 @@ int fake_npu_chip(const char *function, int card_id, int device_id, int input_ty
 /* The card's MCU answers a few calls: -1 if (card, device) is not an MCU, else a DCMI code. */
 int fake_mcu_check(const char *function, int card_id, int device_id)
 {
-    if (fake_mcu_id() < 0 || device_id != fake_mcu_id()) {
+    if (card_id == FAKE_V2_CARD || fake_mcu_id() < 0 || device_id != fake_mcu_id()) {
         return -1;
     }
     if (fake_card_index(card_id) < 0) {
@@ -289,7 +289,7 @@ int dcmi_get_device_board_info(int card_id, int device_id, struct dcmi_board_inf
     board_info->board_id = (unsigned int)fake_get_long("board_id", 0);
     board_info->pcb_id = (unsigned int)fake_get_long("pcb_id", 0);
     board_info->bom_id = (unsigned int)fake_get_long("bom_id", 0);
-    board_info->slot_id = (unsigned int)fake_card_index(card_id); /* npu-smi's "Slot ID" */
+    board_info->slot_id = (unsigned int)fake_card_index(chip.card); /* npu-smi's "Slot ID" */
     RETURN(DCMI_OK);
 }
 
@@ -358,7 +358,7 @@ static int version_text(const char *function, char *buffer, long size)
 {
     BEGIN(function);
     NEED(buffer);
-    int code = fake_injected_or_unsupported(function);
+    int code = fake_injected_or_unsupported(function_);
     const char *version = fake_get("driver_version");
     if (code == DCMI_OK && (version == NULL || (long)strlen(version) >= size)) {
         code = DCMI_ERR_CODE_INVALID_PARAMETER;

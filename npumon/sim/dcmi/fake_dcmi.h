@@ -29,6 +29,7 @@ struct fake_chip {
     int aicore, aivector, aicube, npu_util, aicpu, ctrlcpu, vectorcore;
     int hbm_bandwidth, ddr_bandwidth;
     long memory_used_mb;
+    long ddr_total_mb, ddr_used_mb; /* the 910A's DDR next to its HBM (0: the chip's memory is its only one) */
     long aicore_freq;
     long hugepages_total, hugepages_used;
     unsigned int ecc_single, ecc_double, ecc_single_pages, ecc_double_pages;
@@ -76,9 +77,16 @@ int fake_mcu_check(const char *function, int card_id, int device_id);
 void fake_copy_text(unsigned char *to, size_t size, const char *from);
 int fake_injected_or_unsupported(const char *function);
 
+/* The V2 API (dcmiv2_*, one logical device id; fake_dcmi_v2.c) runs the V1 function's body under its own name:
+   fake_v2_enter(name) makes `name` the function of the next BEGIN on this thread, and card FAKE_V2_CARD with
+   device = the logical id addresses that chip. A V2 product refuses V1 calls with -8255, a V1 product V2 ones. */
+#define FAKE_V2_CARD (-1000000)
+void fake_v2_enter(const char *name);
+const char *fake_function_name(const char *name); /* the V2 name entered on this thread, else `name` */
+
 /* Every DCMI function: BEGIN(its name) ... RETURN(code); CHIP(card, device, input type) declares `chip`. */
 #define BEGIN(name)                          \
-    const char *function_ = (name);          \
+    const char *function_ = fake_function_name(name); \
     int begun_ = fake_begin(function_, 0);   \
     if (begun_ != DCMI_OK) {                 \
         fake_end();                          \

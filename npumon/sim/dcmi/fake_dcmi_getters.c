@@ -228,13 +228,15 @@ int dcmi_get_device_memory_info_v3(int card_id, int device_id, struct dcmi_get_m
     NEED(memory_info);
     CHIP(card_id, device_id, -1);
     memset(memory_info, 0, sizeof(*memory_info));
-    memory_info->memory_size = (unsigned long long)chip.memory_total_mb;
-    memory_info->memory_available = (unsigned long long)(chip.memory_total_mb - chip.memory_used_mb);
+    long total_mb = chip.ddr_total_mb > 0 ? chip.ddr_total_mb : chip.memory_total_mb; /* DDR: the 910A's own */
+    long used_mb = chip.ddr_total_mb > 0 ? chip.ddr_used_mb : chip.memory_used_mb;
+    memory_info->memory_size = (unsigned long long)total_mb;
+    memory_info->memory_available = (unsigned long long)(total_mb - used_mb);
     memory_info->freq = (unsigned int)fake_get_long("memory_clock_mhz", 0);
     memory_info->hugepagesize = (unsigned long)fake_get_long("hugepage_size_kb", 2048);
     memory_info->hugepages_total = (unsigned long)chip.hugepages_total;
     memory_info->hugepages_free = (unsigned long)(chip.hugepages_total - chip.hugepages_used);
-    memory_info->utiliza = (unsigned int)(chip.memory_used_mb * 100 / chip.memory_total_mb);
+    memory_info->utiliza = (unsigned int)(used_mb * 100 / total_mb);
     RETURN(DCMI_OK);
 }
 

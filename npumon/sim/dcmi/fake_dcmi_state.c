@@ -186,6 +186,29 @@ static void sleep_seconds(double seconds)
     }
 }
 
+static __thread const char *v2_function; /* the dcmiv2_* function whose V1 body runs on this thread */
+
+void fake_v2_enter(const char *name)
+{
+    v2_function = name;
+}
+
+const char *fake_function_name(const char *name)
+{
+    const char *entered = v2_function;
+    v2_function = NULL; /* for this one BEGIN only */
+    return entered != NULL ? entered : name;
+}
+
+/* Whether `function` belongs to the other API than the product's (state key `api`: v1 or v2). */
+static int other_api(const char *function)
+{
+    const char *api = fake_get("api");
+    int v2_product = api != NULL && strcmp(api, "v2") == 0;
+    int v2_call = strncmp(function, "dcmiv2_", 7) == 0;
+    return v2_product != v2_call;
+}
+
 int fake_begin(const char *function, int is_init)
 {
     pthread_mutex_lock(&lock);
@@ -208,7 +231,7 @@ int fake_begin(const char *function, int is_init)
         sleep_seconds(pause);
     }
     call_t = fmax(0.0, (wall_clock() - start) * scale);
-    return DCMI_OK;
+    return other_api(function) ? DCMI_ERR_CODE_NOT_SUPPORT : DCMI_OK;
 }
 
 double fake_call_time(void)

@@ -147,6 +147,9 @@ int fake_chip_by_logic(int logic, struct fake_chip *chip)
     chip->ddr_bandwidth = percent(logic, "ddr_bandwidth_percent");
     double used_share = fmin(100.0, fmax(0.0, field(logic, "memory_used_percent"))) / 100.0;
     chip->memory_used_mb = py_round((double)chip->memory_total_mb * used_share);
+    chip->ddr_total_mb = fake_chip_long(logic, "ddr_total_mb", 0); /* the 910A's own DDR, beside its HBM */
+    double ddr_share = fmin(100.0, fmax(0.0, field(logic, "ddr_used_percent"))) / 100.0;
+    chip->ddr_used_mb = py_round((double)chip->ddr_total_mb * ddr_share);
     chip->aicore_freq = count_value(logic, "aicore_freq_mhz");
     chip->hugepages_total = count_value(logic, "hugepages_total");
     chip->hugepages_used = count_value(logic, "hugepages_used");
@@ -192,6 +195,12 @@ int fake_chip_by_logic(int logic, struct fake_chip *chip)
 
 int fake_chip_at(int card_id, int device_id, struct fake_chip *chip)
 {
+    if (card_id == FAKE_V2_CARD) { /* a V2 call: device_id is the logical id */
+        if (device_id < 0 || device_id >= fake_chip_count()) {
+            return DCMI_ERR_CODE_INVALID_DEVICE_ID;
+        }
+        return fake_chip_by_logic(device_id, chip);
+    }
     int index = fake_card_index(card_id);
     if (index < 0 || device_id < 0 || device_id >= fake_chips_per_card()) {
         return DCMI_ERR_CODE_INVALID_DEVICE_ID;

@@ -43,7 +43,8 @@ from typing import Any, Dict, Iterable, List, Optional
 
 from ..knobs import COOLING_TIME_CONSTANT, read_knobs
 from ..latency import PROFILES
-from ..products import FAMILY_310B, FAMILY_310P, FAMILY_910_93, PWM_MODE, Product, get_product
+from ..products import (FAMILY_310B, FAMILY_310P, FAMILY_910, FAMILY_910_93, FAMILY_950, PRODUCTS, PWM_MODE, Product,
+                        get_product)
 from ..render_query import CORE_VOLTS, die_id_words
 from ..state import read_state
 from ..values import CHIP_FIELDS, NUMBER, chip_phase, resolved_chip_expressions
@@ -91,11 +92,45 @@ def write_dcmi_state(state_dir: str) -> str:
     return path
 
 
-# The products the C library was written for. The others (the 910A training server, the 950 whose driver
-# speaks DCMI V2: dcmiv2_*) are not simulated: their dcmi_init returns -8255 DCMI_ERR_CODE_NOT_SUPPORT, so
-# `collect.backend: auto` keeps npu-smi there and `dcmi` says why it is down.
-DCMI_PRODUCTS = ("atlas-800i-a2", "atlas-a3", "atlas-300i-duo", "atlas-200i-a2")
-NOT_SIMULATED_INIT_CODE = -8255
+# Every simulated product answers through the simulated library. The 950 (Atlas 350) speaks DCMI V2 (dcmiv2_*,
+# one logical id per chip: dcmi_interface_api_v2.h, "used on Ascend 950/A5, where most v1 dcmi_* return -8255"),
+# where its dcmi_init and every V1 call return -8255; the others speak V1 and refuse the dcmiv2_* calls.
+DCMI_PRODUCTS = tuple(PRODUCTS)
+V2_FAMILIES = frozenset((FAMILY_950,))
+
+
+# fake_dcmi_v2.c: the V2 function that runs each V1 function's body (a V2 product's support and faults name these)
+V2_TWINS = {
+    "dcmi_get_device_type": "dcmiv2_get_device_type", "dcmi_get_device_pcie_info_v2": "dcmiv2_get_device_pcie_info",
+    "dcmi_get_device_chip_info_v2": "dcmiv2_get_device_chip_info",
+    "dcmi_get_device_power_info": "dcmiv2_get_device_power_info", "dcmi_get_device_health": "dcmiv2_get_device_health",
+    "dcmi_get_device_errorcode_v2": "dcmiv2_get_device_error_code_list",
+    "dcmi_get_device_temperature": "dcmiv2_get_device_temperature",
+    "dcmi_get_device_voltage": "dcmiv2_get_device_voltage", "dcmi_get_device_ecc_info": "dcmiv2_get_device_ecc_info",
+    "dcmi_get_device_frequency": "dcmiv2_get_device_frequency",
+    "dcmi_get_device_hbm_info": "dcmiv2_get_device_hbm_info",
+    "dcmi_get_device_utilization_rate": "dcmiv2_get_device_utilization_rate",
+    "dcmi_get_device_multi_utilization_rate": "dcmiv2_get_device_multi_utilization_rate",
+    "dcmi_get_device_multi_utilization_rate_period": "dcmiv2_get_device_multi_utilization_rate_period",
+    "dcmi_get_device_phyid_from_logicid": "dcmiv2_get_chip_phy_id_by_dev_id",
+    "dcmi_get_device_logicid_from_phyid": "dcmiv2_get_dev_id_by_chip_phy_id",
+    "dcmi_get_device_die_v2": "dcmiv2_get_device_die_id",
+    "dcmi_get_device_resource_info": "dcmiv2_get_device_proc_mem_info",
+    "dcmi_get_device_board_info": "dcmiv2_get_device_board_info", "dcmi_get_mainboard_id": "dcmiv2_get_mainboard_id",
+    "dcmi_get_dcmi_version": "dcmiv2_get_dcmi_version", "dcmi_get_card_elabel_v2": "dcmiv2_get_device_elabel_info",
+}
+
+
+def dcmi_api(product: Product) -> str:
+    return "v2" if product.family in V2_FAMILIES else "v1"
+
+
+def _in_api(word: str, api: str) -> str:
+    """An `unsupported` word (function, function:type, function@logic) under the name the product's API calls."""
+    if api != "v2":
+        return word
+    cut = min([index for index in (word.find(":"), word.find("@")) if index >= 0] or [len(word)])
+    return V2_TWINS.get(word[:cut], word[:cut]) + word[cut:]
 
 
 def state_lines(state: Dict[str, Any], knobs: Dict[str, Any], faults: Dict[str, Any]) -> List[str]:
@@ -113,10 +148,9 @@ def state_lines(state: Dict[str, Any], knobs: Dict[str, Any], faults: Dict[str, 
     if PWM_MODE in product.knobs:
         cooling = knobs["cooling"]
         values["cooling"] = _words((cooling["from"], cooling["to"], cooling["since"], COOLING_TIME_CONSTANT))
-    values["unsupported"] = " ".join(unsupported_calls(product, scenario["behaviour"]))
+    values["unsupported"] = " ".join(_in_api(word, dcmi_api(product))
+                                     for word in unsupported_calls(product, scenario["behaviour"]))
     lines += ["{}={}".format(key, value) for key, value in values.items()]
-    if product.name not in DCMI_PRODUCTS and faults.get("init") is None:
-        faults = dict(faults, init=NOT_SIMULATED_INIT_CODE)
     lines += _fault_lines(faults, scenario["behaviour"])
     for slot in product.slots():
         lines += _chip_lines(product, slot, scenario["chips"])
@@ -126,7 +160,7 @@ def state_lines(state: Dict[str, Any], knobs: Dict[str, Any], faults: Dict[str, 
 def _product_values(product: Product, host: Dict[str, Any]) -> Dict[str, str]:
     board = product.board
     values = {
-        "cards": _words(product.cards), "chips_per_card": str(product.chips_per_card),
+        "api": dcmi_api(product), "cards": _words(product.cards), "chips_per_card": str(product.chips_per_card),
         "mcu_id": str(-1 if product.mcu_chip is None else product.mcu_chip),
         # npu-smi prints no Chip Type on A3 (npu-exporter's model_name lacks it there too)
         "chip_type": "" if product.family == FAMILY_910_93 else "Ascend",
@@ -155,7 +189,12 @@ def unsupported_calls(product: Product, behaviour: str = "normal") -> List[str]:
     """What the product's real library refuses with -8255 (shared/reference/dcmi/DCMI.md sections 3 and 6),
     plus, in the "unsupported" behaviour, every getter npu-smi's main table does not need."""
     family = product.family
-    if product.has_hbm:  # A2/A3: DDR getters N, no MCU card power; utilisation "only 2, 3, 4, 6, 10, 12, 13"
+    if family == FAMILY_910:
+        # the 910A: HBM and DDR of its own, no multi-rate call (npu-exporter: "A2/A3/A5" only), no vector,
+        # overall or cube rate ("not 910A"; npu-smi's -t usages prints none), no MCU card power
+        calls = ["dcmi_get_device_multi_utilization_rate", "dcmi_get_device_multi_utilization_rate_period",
+                 "dcmi_mcu_get_power_info"] + _typed("dcmi_get_device_utilization_rate", (12, 13, 14))
+    elif product.has_hbm:  # A2/A3/950: DDR getters N, no MCU card power; utilisation "only 2, 3, 4, 6, 10, 12, 13"
         calls = ["dcmi_get_device_memory_info_v3", "dcmi_mcu_get_power_info"]
         calls += _typed("dcmi_get_device_utilization_rate", (1, 5, 14))
         calls += _typed("dcmi_get_device_frequency", (1,))
@@ -210,6 +249,8 @@ def _chip_lines(product: Product, slot, chips_spec: Dict[str, Any]) -> List[str]
                                                             0.0)]
     if slot.bus_id is not None:
         lines.append(prefix + "bus=" + slot.bus_id)
+    if slot.ddr_total_mb:  # the 910A's own DDR (dcmi_get_device_memory_info_v3), beside its HBM
+        lines.append(prefix + "ddr_total_mb={}".format(slot.ddr_total_mb))
     lines += [prefix + "{}={}".format(name, encode_expression(expressions[name], phase))
               for name, (kind, _) in CHIP_FIELDS.items() if kind == NUMBER]
     errors = expressions["errors"]

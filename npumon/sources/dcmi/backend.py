@@ -8,8 +8,13 @@ DCMI lacks it -- every chip answered one of its calls "unsupported" (QUERY_METRI
 bandwidth rate, which 910B's library refuses, brings `usages` back). `board` stays on npu-smi either way:
 the firmware version has no DCMI call.
 
-auto: DCMI where a library passes the path checks, loads and initialises in a worker, npu-smi otherwise. That
-probe runs once, when the sources are built, and its worker is handed to the DCMI source.
+auto: DCMI where a library passes the path checks, loads and initialises in a worker, npu-smi otherwise. Nothing
+waits for the library: the sources are built at once (only the path checks run then), npu-smi reads every query
+while the DCMI source opens the library in its own tier, and the queries DCMI covers move to it after its first
+good sweep (`Decision.in_use`). Until then, and whenever it is down again, npu-smi's status names the backend in
+use, "npu-smi", with `fallback_reason` (the library not found or refused, init failed, a hang at open). A simulated
+host keeps npu-smi under auto unless `dcmi.library` names a library (the simulator's own, for instance): then
+auto treats it as it would on a real host.
 """
 
 import os
@@ -18,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Optional, Tuple
 
 from .library import DEFAULT_LOCATIONS, find_library
-from .worker import Worker, WorkerDown
+from .worker import Worker
 
 DCMI, NPU_SMI = "dcmi", "npu-smi"
 # npu-smi query -> groups of DCMI metrics (read.METRICS); the query is lacking on DCMI when, on every chip, every
@@ -27,7 +32,8 @@ QUERY_METRICS = {
     # the multi-rate call stands in for four single rates where it answers
     "usages": tuple(("utilization:" + field, "multi_utilization") for field in (
         "aicore_ratio", "vector_ratio", "aicube_ratio")) + tuple(("utilization:" + field,) for field in (
-            "aicpu_ratio", "ctrlcpu_ratio", "ddr_bandwidth_ratio", "hbm_bandwidth_ratio")),
+            "aicpu_ratio", "ctrlcpu_ratio", "ddr_bandwidth_ratio")) + (
+                ("utilization:hbm_bandwidth_ratio", "hbm"),),  # the HBM answer carries the bandwidth rate
     "power": (("power",),),
     "health": (("health",), ("error_codes",)),
     "ecc": (("ecc:hbm", "ecc:ddr"),),
@@ -60,11 +66,28 @@ class Decision:
     env: Optional[dict] = None  # what the worker's environment adds (a simulated host's state directory)
     dcmi_up: Optional[bool] = None  # the DCMI source's last poll answered (None: not polled yet)
     lacking: frozenset = frozenset()  # queries DCMI lacks on this host (lacking_queries)
+    auto: bool = False  # collect.backend auto: npu-smi until DCMI's first good sweep, and while it is down
+    fallback_reason: Optional[str] = None  # auto: why npu-smi reads the chips now (the DCMI source's last error)
+
+    def in_use(self) -> bool:
+        """Whether DCMI reads the chip values now. `dcmi`: unless its last poll failed (or before its first);
+        auto: only after a poll that answered."""
+        if self.backend != DCMI or self.library is None:
+            return False
+        return self.dcmi_up is True if self.auto else self.dcmi_up is not False
 
     def covers(self, query: str) -> bool:
-        """Whether npu-smi's `query` is left out now: DCMI reads its values (or has not been asked yet)."""
-        return (self.backend == DCMI and self.library is not None and query in COVERED_QUERIES
-                and self.dcmi_up is not False and query not in self.lacking)
+        """Whether npu-smi's `query` is left out now: DCMI reads its values (with `dcmi`: or has not been asked
+        yet)."""
+        return self.in_use() and query in COVERED_QUERIES and query not in self.lacking
+
+    def status_backend(self) -> Tuple[str, Optional[str]]:
+        """(the backend named on npu-smi's status, the reason for a fallback to npu-smi or None)."""
+        if self.backend == DCMI and not self.auto:
+            return DCMI, None  # chosen: the DCMI source's own status says when it is down
+        if self.in_use():
+            return DCMI, None
+        return NPU_SMI, (self.fallback_reason or self.reason) if self.auto else None
 
     def take_worker(self) -> Tuple[Optional[Worker], Optional[dict]]:
         worker, opened, self.worker, self.opened = self.worker, self.opened, None, None
@@ -106,13 +129,15 @@ def _decide(config: Any, target: Any) -> Decision:
     wanted = config.collect.backend
     if wanted == NPU_SMI:
         return Decision(NPU_SMI, None, "collect.backend is npu-smi")
+    auto = wanted == "auto"
     simulated = getattr(target, "simulated", False)
     configured = config.dcmi.library
     env = dict(target.env or {}) if simulated else None  # the simulated library finds its host's state there
     if simulated and configured is None:
         # A simulated host answers through DCMI only when asked to: auto keeps the npu-smi path it always had.
-        if wanted == "auto":
-            return Decision(NPU_SMI, None, "auto: a simulated host uses npu-smi unless collect.backend is dcmi")
+        if auto:
+            return Decision(NPU_SMI, None, "auto: a simulated host uses npu-smi unless collect.backend is dcmi or "
+                                           "dcmi.library names a library", auto=True)
         configured, problem = simulated_library()
         if configured is None:
             return Decision(DCMI, None, problem, env=env)
@@ -123,18 +148,11 @@ def _decide(config: Any, target: Any) -> Decision:
     if wanted == DCMI:
         return Decision(DCMI, path, problem or "collect.backend is dcmi", owner_uid, simulated, env=env)
     if path is None:
-        return Decision(NPU_SMI, None, "auto: " + problem)
-    worker = Worker(env=env)
-    try:
-        reply = worker.request(open_request(path, owner_uid, simulated), config.dcmi.open_timeout_seconds)
-    except WorkerDown as exc:
-        worker.close()
-        return Decision(NPU_SMI, path, "auto: {}: {}".format(path, exc))
-    if not reply.get("ok"):
-        worker.close()
-        return Decision(NPU_SMI, path, "auto: {}: {}".format(path, reply.get("error")))
-    return Decision(DCMI, path, "auto: {} initialised ({} API)".format(path, reply.get("api")), owner_uid, simulated,
-                    worker, reply, env)
+        return Decision(NPU_SMI, None, "auto: " + problem, auto=True)
+    # Not opened here: a library that hangs in dcmi_init must not hold up the daemon's start or a check.
+    return Decision(DCMI, path, "auto: {} passed the path checks; npu-smi until it initialises".format(path),
+                    owner_uid, simulated, env=env, auto=True,
+                    fallback_reason="auto: {} not initialised yet".format(path))
 
 
 def open_request(path: str, owner_uid: int, sticky_dirs: bool) -> dict:

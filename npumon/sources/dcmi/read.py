@@ -66,6 +66,10 @@ class Api:
         self.init_type_errors = 0  # in this sweep: a burst calls for dcmi_init again
         # (card, device) -> whether it is an NPU chip: asked once per process (what a device is never changes)
         self.npu_devices: Dict[Tuple[int, int], bool] = {}
+        # card -> its devices, asked again by every static sweep (a card's chips change only with the card)
+        self.devices_in_card: Dict[int, int] = {}
+        # error code -> its text: a code's text is the driver's, the same on every chip and every sweep
+        self.error_texts: Dict[int, str] = {}
 
     def call(self, chip_ref: Tuple[int, ...], name: str, *args) -> int:
         if self.library.api == "v2":
@@ -90,8 +94,10 @@ class Api:
         return code
 
 
-def enumerate_chips(api: Api) -> Tuple[List[Tuple[int, int, Tuple[int, ...]]], List[str]]:
-    """[(npu, chip, chip_ref)] of the NPU chips (MCUs and CPUs left out), and the problems met."""
+def enumerate_chips(api: Api, static: bool = True) -> Tuple[List[Tuple[int, int, Tuple[int, ...]]], List[str]]:
+    """[(npu, chip, chip_ref)] of the NPU chips (MCUs and CPUs left out), and the problems met. The card list is
+    asked every sweep (a card that left it loses its chips at once); a card's device count only when `static`
+    or for a card not seen before."""
     problems: List[str] = []
     chips = []
     if api.library.api == "v2":
@@ -107,13 +113,19 @@ def enumerate_chips(api: Api) -> Tuple[List[Tuple[int, int, Tuple[int, ...]]], L
     code = api.plain("dcmi_get_card_list", ctypes.byref(count), cards, MAX_CARDS)
     if code != b.DCMI_OK:
         raise CallFailed("chips", "dcmi_get_card_list", code)
-    for card in list(cards)[:min(count.value, MAX_CARDS)]:
-        number = ctypes.c_int(0)
-        code = api.plain("dcmi_get_device_num_in_card", card, ctypes.byref(number))
-        if code != b.DCMI_OK:
-            problems.append("card {}: dcmi_get_device_num_in_card returned {}".format(card, b.code_name(code)))
-            continue
-        for device in range(max(0, min(number.value, 8))):
+    listed = list(cards)[:min(count.value, MAX_CARDS)]
+    for gone in [card for card in api.devices_in_card if card not in listed]:
+        del api.devices_in_card[gone]
+    for card in listed:
+        if static or card not in api.devices_in_card:
+            number = ctypes.c_int(0)
+            code = api.plain("dcmi_get_device_num_in_card", card, ctypes.byref(number))
+            if code != b.DCMI_OK:
+                api.devices_in_card.pop(card, None)
+                problems.append("card {}: dcmi_get_device_num_in_card returned {}".format(card, b.code_name(code)))
+                continue
+            api.devices_in_card[card] = number.value
+        for device in range(max(0, min(api.devices_in_card[card], 8))):
             if (card, device) not in api.npu_devices:
                 kind = ctypes.c_int(s.NPU_TYPE)
                 code = api.call((card, device), "dcmi_get_device_type", ctypes.byref(kind))
@@ -175,11 +187,18 @@ def read_error_codes(api: Api, ref) -> Dict[str, Any]:
     listed = [codes[i] for i in range(max(0, min(count.value, MAX_ERROR_CODES)))]
     values: Dict[str, Any] = {"error_codes": ["%04X" % code for code in listed]}
     texts = []
-    for code in listed:  # text where this driver has it; V2 has no such call
-        buffer = (ctypes.c_ubyte * ERROR_STRING_BYTES)()
-        if api.call(ref, "dcmi_get_device_errorcode_string", code, buffer, ERROR_STRING_BYTES) == b.DCMI_OK:
-            if text(buffer):
-                texts.append(text(buffer))
+    for code in listed:  # text where this driver has it (V2 has no such call), asked once per code
+        if code not in api.error_texts:
+            buffer = (ctypes.c_ubyte * ERROR_STRING_BYTES)()
+            answer = api.call(ref, "dcmi_get_device_errorcode_string", code, buffer, ERROR_STRING_BYTES)
+            if answer == b.DCMI_OK:
+                api.error_texts[code] = text(buffer)
+            elif answer in b.UNSUPPORTED_CODES:
+                api.error_texts[code] = ""
+            else:  # a transient failure: asked again next sweep
+                continue
+        if api.error_texts[code]:
+            texts.append(api.error_texts[code])
     if listed:
         values["error_information"] = texts
     return values
@@ -200,7 +219,9 @@ def read_power(api: Api, ref) -> Dict[str, Any]:
 def read_card_power(api: Api, ref) -> Dict[str, Any]:
     """310P: the card's power from its MCU (npu-exporter serves it as each chip's power)."""
     value = ctypes.c_int(0)
-    code = api.plain("dcmi_mcu_get_power_info", ref[0], ctypes.byref(value))
+    # V2 has no MCU call: unsupported there (no V1 call may reach a V2 driver)
+    code = b.FUNCTION_NOT_FOUND if api.library.api == "v2" else api.plain("dcmi_mcu_get_power_info", ref[0],
+                                                                            ctypes.byref(value))
     if code != b.DCMI_OK:
         raise CallFailed("card_power", "dcmi_mcu_get_power_info", code)
     return {"card_power_watts": value.value / 10.0}
@@ -222,7 +243,7 @@ def utilization_reader(input_type: int, field: str) -> Callable:
 
 def read_multi_utilization(api: Api, ref) -> Dict[str, Any]:
     """AI Core, its cube (AIC) and vector (AIV) units and the NPU overall in one call (910B/A3); where it answers,
-    the single-type calls for those four rates are not made (MULTI_COVERS)."""
+    the single-type calls for those four rates are not made (COVERS)."""
     info = s.dcmi_multi_utilization_info()
     _get(api, ref, "multi_utilization", "dcmi_get_device_multi_utilization_rate", ctypes.byref(info))
     return {"aicore_ratio": info.aicore_util / 100.0, "aicube_ratio": info.aic_util / 100.0,
@@ -230,12 +251,17 @@ def read_multi_utilization(api: Api, ref) -> Dict[str, Any]:
 
 
 def read_hbm(api: Api, ref) -> Dict[str, Any]:
+    """HBM size, use, temperature and clock, and two rates from the same answer (HBM_COVERS): the bandwidth rate
+    is the struct's own `bandwith_util_rate` (what npu-exporter exports as the HBM bandwidth utilisation), the
+    usage rate npu-smi's `HBM Usage Rate(%)`, used * 100 // size, so the type 6 and 10 rate calls are not made."""
     info = s.dcmi_hbm_info()
     _get(api, ref, "hbm", "dcmi_get_device_hbm_info", ctypes.byref(info))
     if not info.memory_size:
         return {}  # boards without HBM answer success with size 0
     return {"hbm_total_bytes": info.memory_size * MIB, "hbm_used_bytes": info.memory_usage * MIB,
-            "hbm_temperature_celsius": float(info.temp), "extra.hbm_freq_mhz": info.freq}
+            "hbm_temperature_celsius": float(info.temp), "extra.hbm_freq_mhz": info.freq,
+            "hbm_usage_ratio": (info.memory_usage * 100 // info.memory_size) / 100.0,
+            "hbm_bandwidth_ratio": info.bandwith_util_rate / 100.0}
 
 
 def read_memory(api: Api, ref) -> Dict[str, Any]:
@@ -321,28 +347,39 @@ METRICS: Tuple[Tuple[str, Callable], ...] = (
     ("chip_info", read_chip_info), ("ids", read_ids), ("pcie", read_pcie), ("health", read_health),
     ("error_codes", read_error_codes), ("temperature", read_temperature), ("power", read_power),
     ("card_power", read_card_power), ("voltage", read_voltage), ("multi_utilization", read_multi_utilization),
+    ("hbm", read_hbm),
 ) + tuple(("utilization:" + field, utilization_reader(kind, field)) for kind, field in UTILIZATION_FIELDS) + (
-    ("hbm", read_hbm), ("memory", read_memory),
+    ("memory", read_memory),
     ("ecc:hbm", ecc_reader("hbm", s.DCMI_DEVICE_TYPE_HBM)), ("ecc:ddr", ecc_reader("ddr", s.DCMI_DEVICE_TYPE_DDR)),
     ("aicore_freq", read_aicore_freq), ("aicore_rated_freq", read_aicore_rated_freq), ("board", read_board),
     ("vdie", read_vdie), ("serial", read_serial), ("compatibility", read_compatibility),
 )
 METRIC_NAMES = tuple(name for name, _ in METRICS)
 CARD_WIDE = frozenset(("card_power", "serial", "compatibility"))  # asked of a card's first chip, given to all of its chips
+# A metric whose answer carries other metrics' values: where it answered, those calls are not made.
+COVERS = {
+    "multi_utilization": frozenset("utilization:" + field for field in (
+        "aicore_ratio", "aicube_ratio", "vector_ratio", "npu_util_ratio")),
+    "hbm": frozenset(("utilization:hbm_usage_ratio", "utilization:hbm_bandwidth_ratio")),
+}
 # What changes only with the hardware: asked in the first sweep and then at the identity interval, not every poll
 # (a third of the calls).
-MULTI_COVERS = frozenset("utilization:" + field for field in (
-    "aicore_ratio", "aicube_ratio", "vector_ratio", "npu_util_ratio"))
 STATIC_METRICS = frozenset(("chip_info", "ids", "pcie", "aicore_rated_freq", "board", "vdie", "serial",
                             "compatibility"))
 
 
-def sweep(api: Api, unsupported: Set[Tuple[int, int, str]], static: bool = True, metrics=METRICS) -> Dict[str, Any]:
+# What a quick `npumon check` asks (the npu-smi source's quick tiers: health and ECC; the main table, read on
+# both backends, gives the rest of what the quick rules judge).
+QUICK_METRICS = frozenset(("health", "error_codes", "ecc:hbm", "ecc:ddr"))
+
+
+def sweep(api: Api, unsupported: Set[Tuple[int, int, str]], static: bool = True, metrics=METRICS,
+          only: Optional[Set[str]] = None) -> Dict[str, Any]:
     """Every chip's values: {"chips": [{"npu", "chip", "values", "static", "problems"}], "unsupported": [[npu,
     chip, metric]] newly found, "problems": [...]} -- JSON-shaped, for the worker to send. `static`: also the
-    STATIC_METRICS (their fields are listed in each chip's "static")."""
+    STATIC_METRICS (their fields are listed in each chip's "static"). `only`: just these metrics (a quick pass)."""
     api.init_type_errors = 0
-    chips, problems = enumerate_chips(api)
+    chips, problems = enumerate_chips(api, static)
     found: List[List[Any]] = []
     records = []
     card_values: Dict[int, Dict[str, Any]] = {}
@@ -350,9 +387,10 @@ def sweep(api: Api, unsupported: Set[Tuple[int, int, str]], static: bool = True,
         values: Dict[str, Any] = {}
         static_fields: List[str] = []
         chip_problems: List[str] = []
-        multi = False
+        covered: Set[str] = set()
         for name, reader in metrics:
-            if name in STATIC_METRICS and not static or multi and name in MULTI_COVERS:
+            if (name in STATIC_METRICS and not static or name in covered
+                    or only is not None and name not in only):
                 continue
             if name in CARD_WIDE and npu in card_values and name in card_values[npu]:
                 values.update(card_values[npu][name])
@@ -368,7 +406,8 @@ def sweep(api: Api, unsupported: Set[Tuple[int, int, str]], static: bool = True,
                     chip_problems.append(str(failed))
                 continue
             values.update(got)
-            multi = multi or name == "multi_utilization"
+            if got and name in COVERS:
+                covered |= COVERS[name]
             if name in STATIC_METRICS:
                 static_fields.extend(got)
             if name in CARD_WIDE:
@@ -381,7 +420,9 @@ def sweep(api: Api, unsupported: Set[Tuple[int, int, str]], static: bool = True,
 
 def versions(library: b.Library) -> Dict[str, Optional[str]]:
     result: Dict[str, Optional[str]] = {}
-    for key, name in (("driver_version", "dcmi_get_driver_version"), ("dcmi_version", "dcmi_get_dcmi_version")):
+    names = ((("driver_version", "dcmi_get_driver_version"), ("dcmi_version", "dcmi_get_dcmi_version"))
+             if library.api != "v2" else (("dcmi_version", "dcmiv2_get_dcmi_version"),))  # V2 has no driver version
+    for key, name in names:
         buffer = ctypes.create_string_buffer(64)
         result[key] = buffer.value.decode("utf-8", "replace") if library.call(name, buffer, 64) == b.DCMI_OK else None
     return result

@@ -15,12 +15,14 @@ that left DCMI's card list loses its values at once.
 import dataclasses
 import threading
 import time
-from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 from ...model import ChipSample, SourceStatus
 from ..base import Facts, Parts, Section, SourceContext, SourceSpec, Tier, allowed_age, judge_status
 from .backend import DCMI, Decision, decide, lacking_queries, open_request
 from .config import DcmiConfig, dcmi_problems
+from .metrics import METRICS, export
+from .read import QUICK_METRICS
 from .worker import Worker, WorkerDown
 
 DCMI_SOURCE = "dcmi"
@@ -34,8 +36,15 @@ class DcmiSource:
 
     def __init__(self, decision: Decision, interval: float, max_age: float, timeout_seconds: float,
                  open_timeout_seconds: float, clock=time.time, worker: Optional[Worker] = None,
-                 opened: Optional[dict] = None, static_interval: float = 3600.0):
+                 opened: Optional[dict] = None, static_interval: float = 3600.0, quick_pass: bool = False,
+                 not_after: Optional[Callable[[], Optional[float]]] = None):
         self.decision = decision
+        # the pass's end (time.monotonic(); `npumon check --timeout`), past which no open or sweep may wait
+        self.not_after = not_after or (lambda: None)
+        self._ever_up = False  # auto: the source shows a status once DCMI has been in use
+        # one quick pass of `npumon check`: health, error codes and ECC only (read.QUICK_METRICS), which fits its
+        # --timeout on a 16-chip host where a first full sweep does not
+        self.quick_pass = quick_pass
         self.interval = interval
         self.static_interval = static_interval  # ids, die id, board: read again this often (poll.identity_seconds)
         self._static_due = 0.0
@@ -62,6 +71,10 @@ class DcmiSource:
         started, began = self.clock(), time.monotonic()
         error, degraded = self._poll_once(started)
         self.decision.dcmi_up = error is None or degraded
+        if self.decision.dcmi_up:
+            self._ever_up, self.decision.fallback_reason = True, None
+        elif self.decision.auto:
+            self.decision.fallback_reason = "auto: DCMI is down: " + error
         with self._lock:
             self.decision.lacking = lacking_queries(self.unsupported, self._chips)
             last = self._status.last_success
@@ -77,13 +90,16 @@ class DcmiSource:
         try:
             if self._opened is None or self._opened_pid != self.worker.pid or not self.worker.running():
                 reply = self.worker.request(open_request(self.decision.library, self.decision.owner_uid,
-                                                         self.decision.sticky_dirs), self.open_timeout_seconds)
+                                                         self.decision.sticky_dirs),
+                                            self._within(self.open_timeout_seconds))
                 if not reply.get("ok"):  # refused or init failed: asked again next poll
                     return "{}: {}".format(self.decision.library, reply.get("error")), False
                 self._opened, self._opened_pid = reply, self.worker.pid
-            static = started >= self._static_due
-            reply = self.worker.request({"op": "sweep", "unsupported": sorted(self.unsupported), "static": static},
-                                        self.timeout_seconds)
+            static = started >= self._static_due and not self.quick_pass
+            request = {"op": "sweep", "unsupported": sorted(self.unsupported), "static": static}
+            if self.quick_pass:
+                request["only"] = sorted(QUICK_METRICS)
+            reply = self.worker.request(request, self._within(self.timeout_seconds))
         except WorkerDown as exc:
             self._opened = None
             return "worker: {}".format(exc), False
@@ -103,6 +119,11 @@ class DcmiSource:
             more = "" if len(problems) == 1 else " (and {} more)".format(len(problems) - 1)
             return "degraded: {}{}".format(problems[0], more), True
         return None, False
+
+    def _within(self, seconds: float) -> float:
+        """`seconds`, cut to what is left of the pass (a hanging library then fails the pass's DCMI part in time)."""
+        end = self.not_after()
+        return seconds if end is None else max(0.05, min(seconds, end - time.monotonic()))
 
     def _store(self, reply: Dict[str, Any], when: float) -> None:
         with self._lock:
@@ -142,6 +163,8 @@ class DcmiSource:
             with_values(chip, values[chip.key]) if chip.key in values else chip for chip in chips))
 
     def statuses(self, now: float) -> Dict[str, SourceStatus]:
+        if self.decision.auto and not self._ever_up:
+            return {}  # not in use yet: npu-smi's status says why (fallback_reason)
         with self._lock:
             status = dataclasses.replace(self._status, backend=DCMI)
         return {self.name: judge_status(status, now, allowed_age(self.max_age, self.interval))}
@@ -190,7 +213,8 @@ def build(context: SourceContext) -> Optional[DcmiSource]:
     worker, opened = decision.take_worker()
     return DcmiSource(decision, config.poll.table_seconds, config.max_age_seconds, config.dcmi.timeout_seconds,
                       config.dcmi.open_timeout_seconds, context.clock, worker, opened,
-                      static_interval=config.poll.identity_seconds or 3600.0)
+                      static_interval=config.poll.identity_seconds or 3600.0, quick_pass=context.quick_pass,
+                      not_after=lambda: context.npu_smi.not_after)
 
 
 def chip_facts(chip: ChipSample, host) -> Facts:
@@ -198,4 +222,5 @@ def chip_facts(chip: ChipSample, host) -> Facts:
     return {"dcmi_" + key: chip.extra.get(key) for key in EXTRA_KEYS}
 
 
-SPEC = SourceSpec(DCMI_SOURCE, build, section=Section("dcmi", DcmiConfig, dcmi_problems), chip_facts=chip_facts)
+SPEC = SourceSpec(DCMI_SOURCE, build, section=Section("dcmi", DcmiConfig, dcmi_problems), chip_facts=chip_facts,
+                  metrics=METRICS, export=export)

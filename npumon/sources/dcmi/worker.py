@@ -10,7 +10,8 @@ daemon kills it at close, and a worker whose parent is gone (npumon killed with 
 while its main thread is stuck in a driver call.
 
 Requests: {"op": "open", "library": path, "owner_uid": n, "sticky_dirs": bool} -> {"ok", "api", "versions"};
-{"op": "sweep", "unsupported": [[npu, chip, metric]], "static": bool} -> read.sweep's answer. Every answer
+{"op": "sweep", "unsupported": [[npu, chip, metric]], "static": bool, "only": [metric] or absent} -> read.sweep's
+answer. Every answer
 carries "ok" and, when false, "error" (one line).
 """
 
@@ -65,8 +66,9 @@ def _serve() -> None:
                     reply = {"ok": False, "error": "library not open"}
                 else:
                     unsupported = {tuple(item) for item in request.get("unsupported", [])}
-                    reply = dict(read.sweep(api, unsupported, static=bool(request.get("static", True))), ok=True,
-                                 reinitialised=False)
+                    only = request.get("only")
+                    reply = dict(read.sweep(api, unsupported, static=bool(request.get("static", True)),
+                                            only=None if only is None else set(only)), ok=True, reinitialised=False)
                     if reply["init_type_errors"] >= REINIT_BURST:
                         chosen, tried = api.library.initialise()
                         reply["reinitialised"] = chosen is not None

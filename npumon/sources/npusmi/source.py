@@ -115,10 +115,12 @@ class NpuSmiSource:
     def __init__(self, runner: CommandRunner, clock: Callable[[], float] = time.time,
                  intervals: Optional[Dict[str, float]] = None, table_interval: float = 15.0,
                  max_age: float = 120.0, quick_pass: bool = False, identity_cache: Optional[IdentityCache] = None,
-                 backend: Optional[str] = None, skip_query: Optional[Callable[[str], bool]] = None):
+                 backend: Optional[Callable[[], Tuple[str, Optional[str]]]] = None,
+                 skip_query: Optional[Callable[[str], bool]] = None):
         self.runner = runner
         self.skip_query = skip_query  # query -> True while DCMI reads its values (dcmi/backend.py Decision.covers)
-        self.backend = backend  # what reads the chip values (collect.backend decided), named on the table's status
+        # () -> (what reads the chip values, why npu-smi if it is a fallback): named on the table's status
+        self.backend = backend
         self.clock = clock
         self.intervals = dict(intervals or {})  # query type -> seconds between polls
         self.table_interval = table_interval
@@ -471,7 +473,8 @@ class NpuSmiSource:
             query = query_of(name)
             status = judge_status(status, now, max_age if query is None else self.allowed_age(query, max_age))
             if query is None and self.backend is not None:
-                status = dataclasses.replace(status, backend=self.backend)
+                backend, fallback_reason = self.backend()
+                status = dataclasses.replace(status, backend=backend, fallback_reason=fallback_reason)
             result[name] = status if status.ok else dataclasses.replace(status, degraded=False)
         return result
 
@@ -509,7 +512,7 @@ def build(context: SourceContext) -> NpuSmiSource:
     return NpuSmiSource(context.npu_smi, clock=context.clock, intervals=query_intervals(config),
                         table_interval=config.poll.table_seconds, max_age=config.max_age_seconds,
                         quick_pass=context.quick_pass, identity_cache=IdentityCache(cache_path(context)),
-                        backend=decision.backend,
+                        backend=decision.status_backend,
                         skip_query=decision.covers if decision.backend == dcmi_backend.DCMI else None)
 
 

@@ -8,7 +8,7 @@ import subprocess
 import sys
 import textwrap
 import time
-from ctypes import c_int, c_uint
+from ctypes import byref, c_int, c_uint
 
 import pytest
 from fake_dcmi_binding import (DCMI_ERR_CODE_DEVICE_NOT_EXIST, DCMI_ERR_CODE_NOT_REDAY, DCMI_ERR_CODE_NOT_SUPPORT,
@@ -73,12 +73,25 @@ def test_init_fails_with_the_injected_code_until_cleared(dcmi, sim):
 
 
 @pytest.mark.parametrize("product", ["atlas-800-9000", "atlas-350"])
-def test_a_product_the_library_does_not_simulate_refuses_init(dcmi, tmp_path, monkeypatch, product):
-    # The 910A and the 950 are simulated for npu-smi only: DCMI must say so rather than answer made-up values.
+def test_each_product_answers_the_api_its_driver_speaks(dcmi, tmp_path, monkeypatch, product):
+    # The 910A speaks V1 like the other 910s; the 950 speaks V2 (dcmiv2_*, one logical id per chip), where dcmi_init
+    # and every V1 call return -8255 as mind-cluster's V2 header says, and a V1 product refuses the dcmiv2_* calls.
     simulation = prepare_simulation(str(tmp_path / product), scenario="healthy", product=product, time_scale=0)
     monkeypatch.setenv(STATE_ENV, simulation.env[STATE_ENV])
-    assert product not in DCMI_PRODUCTS
-    assert dcmi.call("dcmi_init") == DCMI_ERR_CODE_NOT_SUPPORT
+    assert product in DCMI_PRODUCTS
+    v2 = product == "atlas-350"
+    assert dcmi.call("dcmi_init") == (DCMI_ERR_CODE_NOT_SUPPORT if v2 else DCMI_OK)
+    assert dcmi.call("dcmiv2_init") == (DCMI_OK if v2 else DCMI_ERR_CODE_NOT_SUPPORT)
+    v1_code, _ = dcmi.chip("dcmi_get_device_temperature", 0, 0, c_int)
+    v2_code, celsius = _v2_temperature(dcmi, 0)
+    assert (v1_code, v2_code) == ((DCMI_ERR_CODE_NOT_SUPPORT, DCMI_OK) if v2 else (DCMI_OK, DCMI_ERR_CODE_NOT_SUPPORT))
+    if v2:
+        assert 20 < celsius < 90
+
+
+def _v2_temperature(dcmi, logic):
+    value = c_int(0)
+    return dcmi.call("dcmiv2_get_device_temperature", logic, byref(value)), value.value
 
 
 def test_without_a_simulation_every_call_says_no_device(dcmi, monkeypatch, tmp_path):

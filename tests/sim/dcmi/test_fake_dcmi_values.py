@@ -65,8 +65,15 @@ def ok(result):
     return value
 
 
+# The V1 products whose npu-smi prints every board field this check compares. The 910A (whose npu-smi prints NA
+# for its board's names) and the 950 (V2 calls: tests/sources/dcmi/test_dcmi_read_calls.py) are held to npu-smi
+# through npumon's parity test (tests/sources/dcmi/test_dcmi_parity.py), which covers every product.
+CHECKED_HERE = ("atlas-800i-a2", "atlas-a3", "atlas-300i-duo", "atlas-200i-a2")
+assert set(CHECKED_HERE) <= set(DCMI_PRODUCTS)
+
+
 @pytest.mark.parametrize("at", [0.0, 900.0])
-@pytest.mark.parametrize("product", DCMI_PRODUCTS)
+@pytest.mark.parametrize("product", CHECKED_HERE)
 @pytest.mark.parametrize("scenario", ANSWERING)
 def test_every_function_answers_what_npu_smi_prints(dcmi, tmp_path, monkeypatch, scenario, product, at):
     host = simulate(tmp_path, monkeypatch, scenario, product, at)

@@ -3,6 +3,7 @@ query comes back where DCMI lacks it (every chip refused one of its calls) and w
 
 import os
 import tempfile
+import time
 
 import pytest
 
@@ -88,7 +89,8 @@ def test_auto_refuses_a_library_under_a_world_writable_directory(tmp_path, libra
 
 def test_auto_takes_dcmi_where_the_library_loads_and_initialises(tmp_path, monkeypatch):
     """The simulator's library in its default cache (~/.cache, root's and not writable by others): on a real
-    target the auto probe loads it in a worker, initialises it and hands that worker to the DCMI source."""
+    target auto builds both sources at once without opening the library (only its path is checked); npu-smi
+    reads the chips until the DCMI source's first good sweep, then the queries DCMI covers move to it."""
     try:
         path = build_fake_library()
         from npumon.sources.dcmi.library import check_path
@@ -98,13 +100,42 @@ def test_auto_takes_dcmi_where_the_library_loads_and_initialises(tmp_path, monke
     sim = prepare_simulation(str(tmp_path / "sim"), time_scale=0)
     monkeypatch.setenv("NPUMON_SIM_STATE", sim.env["NPUMON_SIM_STATE"])
     decision = backend.decide(parse_config("dcmi: {library: %s}\n" % path), Target(["npu-smi"], None, "/"))
+    assert decision.backend == "dcmi" and decision.auto and decision.worker is None
+    assert decision.reason == "auto: {} passed the path checks; npu-smi until it initialises".format(path)
+    assert not decision.covers("health")
+    assert decision.status_backend() == ("npu-smi", "auto: {} not initialised yet".format(path))
+
+
+def test_auto_starts_on_npu_smi_past_a_hanging_library_and_switches_when_dcmi_comes_up(library):
+    """dcmi_init hangs (a driver still starting): building the sources does not wait for it, a pass bounded by
+    its time (a check) ends in time on npu-smi with the reason named, and once the library answers the DCMI
+    source takes over the queries it covers."""
+    state_dir = tempfile.mkdtemp(prefix="npumon-auto-")
+    sim = prepare_simulation(state_dir, product="atlas-800i-a2", time_scale=0)
+    set_dcmi_faults(state_dir, hang=["dcmi_init"], hang_seconds=600)
+    target = Target(sim.npu_smi_argv, sim.env, sim.root, simulated=True, sim_state_dir=state_dir, spawn=sim.spawn)
+    started = time.monotonic()
+    sources = SourceSet(parse_config("dcmi: {library: %s, open_timeout_seconds: 60}\npoll: {host_seconds: 0}\n"
+                                     % library), target, skip=("probe",))
     try:
-        assert decision.backend == "dcmi"
-        assert decision.reason == "auto: {} initialised (v1 API)".format(path)
-        assert decision.worker is not None and decision.worker.running()
+        assert time.monotonic() - started < 5.0  # no open at build time
+        first = sources.collect_once(full=False, within=3.0)
+        assert time.monotonic() - started < 15.0  # bounded by the pass, not by open_timeout_seconds
+        table = first.sources["npu-smi"]
+        assert table.backend == "npu-smi" and "dcmi" not in first.sources
+        assert table.fallback_reason.startswith("auto: DCMI is down: worker: no answer within ")
+        assert first.sources["npu-smi:health"].ok and first.chip(0, 0).health == "OK"  # npu-smi read it
+        assert table.to_json()["fallback_reason"] == table.fallback_reason
+        set_dcmi_faults(state_dir)
+        dcmi = next(source for source in sources.sources if source.name == "dcmi")
+        dcmi.worker._not_before = 0.0  # its restart backoff is the worker tests' business
+        sources.npu_smi.not_after = None
+        sources.poll("dcmi")
+        after = sources.snapshot()
+        assert after.sources["npu-smi"].backend == "dcmi" and after.sources["npu-smi"].fallback_reason is None
+        assert after.sources["dcmi"].ok and dcmi.decision.covers("health")
     finally:
-        if decision.worker is not None:
-            decision.worker.close()
+        sources.close()
 
 
 @pytest.mark.parametrize("text, message", [
@@ -133,3 +164,6 @@ def test_check_json_names_the_backend_in_use(tmp_path, library):
     assert runs["dcmi"]["npu-smi"]["backend"] == "dcmi" and runs["dcmi"]["dcmi"]["ok"]
     assert runs["dcmi"]["dcmi"]["backend"] == "dcmi"
     assert runs["npu-smi"]["npu-smi"]["backend"] == "npu-smi" and "dcmi" not in runs["npu-smi"]
+    assert runs["npu-smi"]["npu-smi"]["fallback_reason"] == (
+        "auto: a simulated host uses npu-smi unless collect.backend is dcmi or dcmi.library names a library")
+    assert "fallback_reason" not in runs["dcmi"]["npu-smi"]

@@ -1,7 +1,7 @@
-"""Parity: for every simulated product and a few scenarios, one full pass through DCMI (the simulated
-libdcmi.so) yields the same chips as one through simulated npu-smi on every field both backends fill, and the
-built-in rules find the same things. The fields only one backend fills are listed here, and in the README's
-"DCMI backend" table; a field that moves from one list to another must be seen here first."""
+"""Parity: for every simulated product and scenario (NOT_COMPARED says which not, and why), one full pass through
+DCMI (the simulated libdcmi.so) yields the same chips as one through simulated npu-smi on every field both backends
+fill, and the built-in rules find the same things. The fields only one backend fills are listed here, and in
+docs/dcmi.md's backend table; a field that moves from one list to another must be seen here first."""
 
 import tempfile
 
@@ -11,18 +11,24 @@ from npumon.cli.check import load_rule_engine
 from npumon.config.load import parse_config
 from npumon.model import chip_json
 from npumon.sim.dcmi import DCMI_PRODUCTS
-from npumon.sim.simulation import prepare_simulation
+from npumon.sim.simulation import list_scenarios, prepare_simulation
 from npumon.sources.collection import SourceSet
 from npumon.sources.target import Target
 
 pytestmark = pytest.mark.integration
 
-SCENARIOS = ("healthy", "health-alarm", "health-critical", "ecc-rising", "overheat", "hbm-leak", "board-incompatible")
+# Every scenario but those whose behaviour has no DCMI form by design: `garbage` garbles npu-smi's text (DCMI answers
+# binary structs), `hang` wedges both backends (tests/sources/dcmi/test_dcmi_worker.py and the daemon tests), `slow`
+# only slows npu-smi down, and `unsupported` refuses calls on each backend in its own way (test_dcmi_backend.py).
+NOT_COMPARED = frozenset(("garbage", "hang", "slow", "unsupported"))
+SCENARIOS = tuple(name for name in list_scenarios() if name not in NOT_COMPARED)
 # Time-dependent or not the backends' business (the probe, host facts).
 IGNORED = frozenset(("probe", "pcie", "numa_node", "processes"))
 # What npu-smi prints and DCMI has no call for on these products (or one the simulated library refuses, -8255,
 # as the real one does): these come from npu-smi only.
 NPU_SMI_ONLY = frozenset(("firmware_version", "driver_version", "ddr_bandwidth_ratio"))
+# The V2 API (the 950) has no call for an error code's text (dcmi_get_device_errorcode_string is V1 only).
+NPU_SMI_ONLY_V2 = NPU_SMI_ONLY | {"error_information"}
 # What DCMI reads that npu-smi's outputs do not print (ids from DCMI's own calls; the 310 family's ECC pages).
 DCMI_ONLY = frozenset(("aicore_count", "npu_name", "hbm_freq_mhz", "aicore_rated_freq_mhz", "board_id", "slot_id",
                        "pcie_vendor_id", "pcie_device_id", "pcie_subvendor_id", "pcie_subdevice_id",
@@ -75,7 +81,7 @@ def test_dcmi_and_npu_smi_agree(product, scenario, library):
     for smi, dcmi in zip(through_npu_smi.chips, through_dcmi.chips):
         diffs, only_smi, only_dcmi = _differences(chip_json(smi), chip_json(dcmi))
         assert diffs == {}, smi.key
-        assert only_smi <= NPU_SMI_ONLY, smi.key
+        assert only_smi <= (NPU_SMI_ONLY_V2 if product == "atlas-350" else NPU_SMI_ONLY), smi.key
         # the identity fields come from npu-smi's identity tier too, which one pass reads only in part
         assert only_dcmi <= DCMI_ONLY | {"vdie_id", "model_name", "phy_id", "device_id", "serial_number"}, smi.key
     engine, _ = load_rule_engine(config, one_shot=True)
