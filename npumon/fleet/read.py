@@ -43,6 +43,8 @@ def read_fleet(client: PrometheusClient, jobs: Optional[Sequence[str]], host_lab
     job_matcher = 'job=~{}'.format(_label_value("|".join(_regex_escape(job) for job in jobs)))
     now = time.time()
     results = {name: client.query(expr.format(jobs=job_matcher), at=now) for name, expr in FLEET_QUERIES.items()}
+    if not results["up"] and not results["chip_info"]:  # no target, nor series of one (federated: no `up`)
+        raise PrometheusError(_no_targets(client, jobs))
     # A finding's host is its host label, or its instance: select the host's series by the same label.
     selecting_label = {host_of(labels, host_label): host_label if labels.get(host_label) else "instance"
                        for labels, _ in results["findings"]}
@@ -57,6 +59,14 @@ def read_fleet(client: PrometheusClient, jobs: Optional[Sequence[str]], host_lab
 
     findings = render_findings(results["findings"], host_label, rules, params, facts_of_host)
     return build_view(client.display_url, jobs, now, results, findings, host_label)
+
+
+def _no_targets(client: PrometheusClient, jobs: Sequence[str]) -> str:
+    """No target of the jobs asked for: say so, with the jobs that do scrape npumon, to pick from."""
+    known = sorted({labels.get("job", "") for labels, _ in client.query(JOB_DISCOVERY)} - {""})
+    return "no targets matched: Prometheus at {} has no target of job {} ({})".format(
+        client.display_url, ", ".join(jobs),
+        "jobs scraping npumon: " + ", ".join(known) if known else "no job has npumon_build_info in the last hour")
 
 
 def _regex_escape(text: str) -> str:
