@@ -258,6 +258,7 @@ def summarise(product, samples, scrapes, scrape_errors, series, notifications) -
         "rss_slope": slope_per_10min([(s[0], s[3]) for s in after]),
         "scrapes": scrapes, "scrape_errors": scrape_errors, "series": series, "notifications": notifications,
         "load": open("/proc/loadavg").read().split()[:3],
+        "rss_by_minute": [s[3] for s in samples if int(s[0]) % 60 < SAMPLE_SECONDS],
     }
 
 
@@ -267,7 +268,7 @@ def report(result: dict) -> str:
         "({children_pct_warm:.2f} %) | {rss_warm:.1f} | {rss_end:.1f} | {rss_max:.1f} | {rss_slope:+.2f} | "
         "{series} | {scrapes}/{errors} | {notifications} | {load} |".format(
             minutes=result["seconds"] / 60.0, errors=result["scrape_errors"], load=" ".join(result["load"]),
-            **{k: v for k, v in result.items() if k != "load"}))
+            **{k: v for k, v in result.items() if k not in ("load", "rss_by_minute")}))
 
 
 HEADER = ("| product | run | daemon CPU, % of a core: run (after warm-up) | children CPU (simulators, probe) | "
@@ -292,6 +293,7 @@ def main() -> int:
                                       " ".join(os.uname()[2:3])))
     print(HEADER)
     print(report(result))
+    print("\nRSS MB minute by minute: " + ", ".join("{:.1f}".format(mb) for mb in result["rss_by_minute"]))
     return 0
 
 

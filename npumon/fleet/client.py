@@ -8,6 +8,7 @@ from typing import Dict, List, Optional, Tuple
 from urllib.parse import urlsplit, urlunsplit
 
 import requests
+import requests.adapters
 
 MAX_BODY_BYTES = 64 * 1024 * 1024
 
@@ -43,7 +44,13 @@ class PrometheusClient:
         self.display_url = redact_url(self.url)
         self.timeout_seconds = timeout_seconds
         self.verify = ca_file if ca_file else True
-        self.session = session or requests.Session()
+        if session is None:
+            # read.py queries from several threads at once: a connection each, kept for the next query
+            session = requests.Session()
+            adapter = requests.adapters.HTTPAdapter(pool_connections=1, pool_maxsize=16)
+            session.mount("http://", adapter)
+            session.mount("https://", adapter)
+        self.session = session
 
     def query(self, expr: str, at: Optional[float] = None) -> List[Sample]:
         """The vector an instant query returns, as (labels, value) pairs."""

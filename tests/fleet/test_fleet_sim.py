@@ -80,6 +80,8 @@ def run(*args, timeout=60):
 
 def test_argument_errors_are_one_line(tmp_path):
     for args, message in ((["--base-port", "80"], "--base-port"),
+                          (["--hosts", "0"], "--hosts: must be from 1 to 1000"),
+                          (["--hosts", "60", "--base-port", "65500"], "--base-port: must be from 1024 to 65475"),
                           (["--prometheus", str(tmp_path / "nope")], "--prometheus: not an executable file"),
                           (["--no-prometheus", "--rules", str(tmp_path / "nope.yml")], "--rules: no such file")):
         result = run(*args)
