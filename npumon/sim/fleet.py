@@ -32,8 +32,6 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import yaml
 
-from .simulation import IN_PROCESS_ENV
-
 REPO_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SHIPPED_SCRAPE_CONFIG = os.path.join(REPO_DIR, "exporters", "prometheus.yml")
 SHIPPED_ALERT_RULES = os.path.join(REPO_DIR, "alerts", "npumon.rules.yml")
@@ -212,6 +210,8 @@ class Fleet:
         argv = [sys.executable, "-m", "npumon.cli.main", "run", "--config", config_path,
                 "--simulate=" + host.scenario, "--sim-product", host.product,
                 "--sim-state", os.path.join(host_dir, "sim"), "--listen", self.address(host)]
+        from .simulation import IN_PROCESS_ENV  # here: `npumon fleet` imports this module, not the simulator
+
         # The simulator answers inside the host's own process: a Python start per npu-smi call, times N
         # hosts, would be most of the machine.
         self._spawn(host.name, argv, env=dict(os.environ, **{IN_PROCESS_ENV: "1"}))

@@ -12,6 +12,7 @@ server-side timings, its own /metrics) and from /proc (the hosts' and Prometheus
 import json
 import os
 import re
+import resource
 import subprocess
 import sys
 import time
@@ -76,6 +77,11 @@ def _cpu_and_rss(pid: int) -> Optional[Tuple[float, float]]:
         return sum(int(f) for f in fields[11:15]) / TICK, int(fields[21]) * os.sysconf("SC_PAGE_SIZE") / 1048576.0
     except (OSError, IndexError, ValueError):
         return None
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def _quantile(values: List[float], q: float) -> float:
@@ -182,12 +188,14 @@ class FleetWatch:
         result = self.api("/api/v1/query", query='min_over_time(up{{job="{}"}}[{}])'.format(SCRAPE_JOB, window))
         return {series["metric"].get("instance", "?"): float(series["value"][1]) for series in result["result"]}
 
-    def fleet_command(self) -> Tuple[float, int, str]:
-        """(wall seconds, exit code, first line) of `npumon fleet --prometheus URL`, a process of its own."""
-        started = time.monotonic()
+    def fleet_command(self) -> Tuple[float, float, int, str]:
+        """(wall seconds, CPU seconds, exit code, first line) of `npumon fleet --prometheus URL`, a process of
+        its own (Python's start and the rules' loading included)."""
+        started, cpu = time.monotonic(), _children_cpu()
         result = subprocess.run([sys.executable, "-m", "npumon.cli.main", "fleet", "--prometheus", self.url],
                                 capture_output=True, text=True, timeout=60)
-        return time.monotonic() - started, result.returncode, (result.stdout or result.stderr).split("\n")[0]
+        return (time.monotonic() - started, _children_cpu() - cpu, result.returncode,
+                (result.stdout or result.stderr).split("\n")[0])
 
     def report(self, node_host: str) -> Dict[str, Any]:
         elapsed = time.time() - self.started
@@ -200,7 +208,7 @@ class FleetWatch:
         time.sleep(10.0)
         after = self.self_metrics()
         scrape_p99 = self.scrape_durations()
-        fleet_seconds, fleet_code, fleet_line = self.fleet_command()
+        fleet_seconds, fleet_cpu, fleet_code, fleet_line = self.fleet_command()
         return {
             "seconds": elapsed, "samples": self.samples, "targets": len(self.down_seen),
             "targets_ever_down": sorted(url for url, count in self.down_seen.items() if count),
@@ -217,7 +225,8 @@ class FleetWatch:
             "rule_query_wall_max": max((row[2] for row in rules), default=float("nan")),
             "rule_eval_max": max(self.rule_seconds.values(), default=float("nan")),
             "rule_group_eval_max": max(self.group_seconds.values(), default=float("nan")),
-            "fleet_seconds": fleet_seconds, "fleet_exit": fleet_code, "fleet_line": fleet_line,
+            "fleet_seconds": fleet_seconds, "fleet_cpu_seconds": fleet_cpu, "fleet_exit": fleet_code,
+            "fleet_line": fleet_line,
             "hosts": len(hosts),
             "host_cpu_pct_per_host": 100.0 * host_cpu / elapsed / max(1, len(hosts)),
             "host_rss_mb_mean": sum(self.rss[n][-1] for n in hosts if n in self.rss) / max(1, len(hosts)),
