@@ -36,7 +36,7 @@ def free_base_port(count: int) -> int:
     import socket
 
     for _ in range(50):
-        base = random.randrange(20000, 60000 - count, 100)
+        base = random.randrange(20000, 32000 - count, 100)  # below Linux's ephemeral ports (32768-60999)
         try:
             for port in range(base, base + count + 1):
                 with socket.socket() as probe:
@@ -51,6 +51,8 @@ def wait_until_all_up(watch: FleetWatch, count: int, deadline_seconds: float) ->
     """Seconds until Prometheus has every target up (first scrape done)."""
     started = time.monotonic()
     while time.monotonic() - started < deadline_seconds:
+        if watch.fleet.exited():
+            raise SystemExit("exited: {}".format({n: watch.fleet.log_tail(n) for n in watch.fleet.exited()}))
         try:
             targets = watch.api("/api/v1/targets", state="active")["activeTargets"]
             if len(targets) == count and all(t["health"] == "up" for t in targets):

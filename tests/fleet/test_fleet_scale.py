@@ -32,7 +32,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.integration,
 
 
 def _free_base_port():
-    for base in range(30000, 60000, 500):
+    for base in range(20000, 32000 - HOSTS, 500):  # below Linux's ephemeral ports (32768-60999)
         try:
             for port in range(base, base + HOSTS + 1):  # Prometheus's, then one per host
                 with socket.socket() as probe:
@@ -46,6 +46,7 @@ def _free_base_port():
 def _wait_all_up(watch, deadline_seconds):
     deadline = time.monotonic() + deadline_seconds
     while time.monotonic() < deadline:
+        assert not watch.fleet.exited(), {name: watch.fleet.log_tail(name) for name in watch.fleet.exited()}
         try:
             targets = watch.api("/api/v1/targets", state="active")["activeTargets"]
             if len(targets) == HOSTS and all(target["health"] == "up" for target in targets):

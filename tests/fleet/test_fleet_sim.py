@@ -90,7 +90,7 @@ def test_argument_errors_are_one_line(tmp_path):
 
 def _free_base_port():
     for _ in range(50):
-        base = random.randrange(40000, 60000, 10)
+        base = random.randrange(20000, 32000, 10)  # below the ephemeral ports (32768-60999)
         try:
             for index in range(len(DEFAULT_FLEET)):
                 address, port = host_address(index, base).split(":")
