@@ -288,9 +288,9 @@ def _write_yaml(path: str, document: Dict[str, Any]) -> None:
 def add_fleet_sim_command(commands) -> None:
     sim = commands.add_parser(
         "fleet-sim", help="start a simulated fleet (several hosts and a Prometheus) on this machine",
-        description="Start simulated npumon hosts with different scenarios, each on its own port of 127.0.0.1, and, if "
-                    "Prometheus is installed, a Prometheus scraping them with the shipped scrape config and "
-                    "alert rules. Runs until Ctrl-C.")
+        description="Start simulated npumon hosts with different scenarios, each on its own port of 127.0.0.1, "
+                    "and, if Prometheus is installed, a Prometheus scraping them with the shipped scrape config "
+                    "and alert rules. Runs until Ctrl-C.")
     sim.add_argument("--dir", metavar="DIR", help="where configs, state and logs go (default: a new temporary "
                                                    "directory, removed at exit)")
     sim.add_argument("--hosts", type=int, metavar="N",
