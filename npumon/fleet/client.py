@@ -8,6 +8,7 @@ from typing import Dict, List, Optional, Tuple
 from urllib.parse import urlsplit, urlunsplit
 
 import requests
+import requests.adapters
 
 MAX_BODY_BYTES = 64 * 1024 * 1024
 
@@ -43,7 +44,13 @@ class PrometheusClient:
         self.display_url = redact_url(self.url)
         self.timeout_seconds = timeout_seconds
         self.verify = ca_file if ca_file else True
-        self.session = session or requests.Session()
+        if session is None:
+            # read.py queries from several threads at once: a connection each, kept for the next query
+            session = requests.Session()
+            adapter = requests.adapters.HTTPAdapter(pool_connections=1, pool_maxsize=16)
+            session.mount("http://", adapter)
+            session.mount("https://", adapter)
+        self.session = session
 
     def query(self, expr: str, at: Optional[float] = None) -> List[Sample]:
         """The vector an instant query returns, as (labels, value) pairs."""
@@ -65,14 +72,17 @@ class PrometheusClient:
         except (UnicodeDecodeError, ValueError):
             raise PrometheusError("Prometheus at {} answered HTTP {} with a body that is not JSON: is this "
                                   "Prometheus's address?".format(self.display_url, response.status_code)) from None
-        if not isinstance(document, dict) or document.get("status") != "success":
-            error = document.get("error") if isinstance(document, dict) else None
+        if not isinstance(document, dict) or document.get("status") not in ("success", "error"):
+            # JSON, but not the query API's envelope: another service (or a proxy's page) at that address.
+            raise PrometheusError("{} answered HTTP {} with JSON that is not a Prometheus query API answer: is "
+                                  "this Prometheus's address?".format(self.display_url, response.status_code))
+        if document.get("status") != "success":
             raise PrometheusError("Prometheus at {} refused the query {}: HTTP {}: {}".format(
-                self.display_url, expr, response.status_code, error or "no error text"))
-        result = document.get("data", {})
-        if result.get("resultType") != "vector":
+                self.display_url, expr, response.status_code, _one_line(document.get("error")) or "no error text"))
+        result = document.get("data")
+        if not isinstance(result, dict) or result.get("resultType") != "vector":
             raise PrometheusError("Prometheus at {} answered {} for {}, expected a vector".format(
-                self.display_url, result.get("resultType"), expr))
+                self.display_url, result.get("resultType") if isinstance(result, dict) else "no data", expr))
         samples = []
         for item in result.get("result", []):
             try:
@@ -80,6 +90,10 @@ class PrometheusClient:
             except (KeyError, IndexError, TypeError, ValueError):
                 continue
         return samples
+
+
+def _one_line(text: object) -> str:
+    return " ".join(str(text).split())[:300] if text else ""
 
 
 def _reason(exc: requests.RequestException) -> str:

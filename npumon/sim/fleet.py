@@ -2,11 +2,15 @@
 `npumon fleet` without NPU hosts.
 
 It starts one `npumon run --simulate=SCENARIO` per simulated host, each with its own config, state
-directory and loopback address (127.0.0.K:PORT, so that every host has its own `instance` even under
-the shipped scrape config, which drops the port), plus one target with no daemon behind it (a host that
-is down). A Prometheus, when one is installed, scrapes them with the `npumon` job of the shipped scrape
-config (exporters/prometheus.yml) reading a file_sd file that gives every target its `host` label, and
-evaluates the shipped alert rules (alerts/npumon.rules.yml).
+directory and port on 127.0.0.1 (nothing listens on any other address), plus, in the default fleet, one
+target with no daemon behind it (a host that is down); `hosts=fleet_hosts(N)` makes N running hosts. Each
+host answers its npu-smi and hccn_tool calls in-process (NPUMON_SIM_IN_PROCESS=1: the simulator's code in
+the daemon's own process, at the latency model's speed, without a Python start per call), which is what
+lets 50 hosts run on a 2-core machine. A Prometheus, when one is installed, scrapes them with the `npumon`
+job of the shipped scrape config (exporters/prometheus.yml) reading a file_sd file that gives every target
+its `host` label, and evaluates the shipped alert rules (alerts/npumon.rules.yml). The shipped job drops the
+port from `instance` (one npumon per host); here every host shares one address, so `instance` is set back
+to address:port after the shipped relabelling, and stays distinct per host.
 
     with Fleet(directory, prometheus="/usr/bin/prometheus") as fleet:   # starts everything
         fleet.prometheus_url                                               # http://127.0.0.1:19090
@@ -66,9 +70,23 @@ class FleetError(Exception):
     """The fleet could not start; one line for the user."""
 
 
+LOOPBACK = "127.0.0.1"
+MAX_HOSTS = 1000
+
+
 def host_address(index: int, base_port: int) -> str:
-    """127.0.0.2:base+1, 127.0.0.3:base+2, ...: a loopback address and a port of its own per host."""
-    return "127.0.0.{}:{}".format(index + 2, base_port + index + 1)
+    """127.0.0.1:base+1, 127.0.0.1:base+2, ...: a port of its own per host, on 127.0.0.1 only."""
+    return "{}:{}".format(LOOPBACK, base_port + index + 1)
+
+
+def fleet_hosts(count: int) -> List[SimHost]:
+    """`count` running hosts: the default fleet's running kinds in turn (scenario, product, extras), each
+    name numbered (sim-a2-healthy-01, sim-a3-overheat-02, ...)."""
+    kinds = [host for host in DEFAULT_FLEET if host.running]
+    width = max(2, len(str(count)))
+    return [SimHost("{}-{:0{}d}".format(kind.name, index + 1, width), kind.scenario, kind.product, kind.config,
+                    description=kind.description)
+            for index, kind in enumerate(kinds[i % len(kinds)] for i in range(count))]
 
 
 # The NPU network tiers (hccn_tool) on the same footing: the link and the counters soon, the costly ones rarely.
@@ -76,10 +94,11 @@ FAST_NETWORK = {"link_seconds": 15, "stat_seconds": 15, "bandwidth_seconds": 300
                 "config_seconds": 300}
 
 
-def host_config(host: SimHost, state_dir: str, poll: Dict[str, float]) -> Dict[str, Any]:
-    """The npumon config of one simulated host: fast polls, npu-exporter names on, the host's extras."""
+def host_config(host: SimHost, state_dir: str, poll: Dict[str, float],
+                network: Optional[Dict[str, float]] = None) -> Dict[str, Any]:
+    """The npumon config of one simulated host: its polls, npu-exporter names on, the host's extras."""
     config = {"state_dir": state_dir, "poll": dict(poll), "exporter": {"npu_exporter_compat": True},
-              "network": dict(FAST_NETWORK)}
+              "network": dict(FAST_NETWORK if network is None else network)}
     return _merged(config, host.config)
 
 
@@ -110,6 +129,9 @@ def prometheus_config(targets_file: str, rule_files: Sequence[str], scrape_inter
             shipped = yaml.safe_load(handle) or {}
         job = next((dict(j) for j in shipped.get("scrape_configs", []) if j.get("job_name") == SCRAPE_JOB), job)
     job["file_sd_configs"] = [{"files": [targets_file], "refresh_interval": "5s"}]
+    # Every simulated host listens on 127.0.0.1: keep the port in `instance`, or the hosts would share one.
+    job["relabel_configs"] = list(job.get("relabel_configs") or []) + [
+        {"source_labels": ["__address__"], "target_label": "instance"}]
     job["scrape_interval"] = scrape_interval
     job["scrape_timeout"] = scrape_interval  # may not exceed the interval; a scrape is served from memory
     return {
@@ -125,7 +147,8 @@ class Fleet:
     def __init__(self, directory: str, hosts: Sequence[SimHost] = DEFAULT_FLEET, base_port: int = 19100,
                  prometheus: Optional[str] = None, prometheus_port: Optional[int] = None,
                  rule_files: Sequence[str] = (), scrape_interval: str = "5s", evaluation_interval: str = "5s",
-                 poll: Optional[Dict[str, float]] = None, shipped_config: Optional[str] = SHIPPED_SCRAPE_CONFIG):
+                 poll: Optional[Dict[str, float]] = None, shipped_config: Optional[str] = SHIPPED_SCRAPE_CONFIG,
+                 network: Optional[Dict[str, float]] = None):
         self.directory = os.path.abspath(directory)
         self.hosts = list(hosts)
         self.base_port = base_port
@@ -135,6 +158,7 @@ class Fleet:
         self.scrape_interval = scrape_interval
         self.evaluation_interval = evaluation_interval
         self.poll = dict(FAST_POLL if poll is None else poll)
+        self.network = dict(FAST_NETWORK if network is None else network)
         self.shipped_config = shipped_config
         self._processes: Dict[str, subprocess.Popen] = {}
 
@@ -182,11 +206,15 @@ class Fleet:
         host_dir = os.path.join(self.directory, host.name)
         os.makedirs(host_dir, exist_ok=True)
         config_path = os.path.join(host_dir, "npumon.yaml")
-        _write_yaml(config_path, host_config(host, os.path.join(host_dir, "state"), self.poll))
+        _write_yaml(config_path, host_config(host, os.path.join(host_dir, "state"), self.poll, self.network))
         argv = [sys.executable, "-m", "npumon.cli.main", "run", "--config", config_path,
                 "--simulate=" + host.scenario, "--sim-product", host.product,
                 "--sim-state", os.path.join(host_dir, "sim"), "--listen", self.address(host)]
-        self._spawn(host.name, argv)
+        from .simulation import IN_PROCESS_ENV  # here: `npumon fleet` imports this module, not the simulator
+
+        # The simulator answers inside the host's own process: a Python start per npu-smi call, times N
+        # hosts, would be most of the machine.
+        self._spawn(host.name, argv, env=dict(os.environ, **{IN_PROCESS_ENV: "1"}))
 
     def _start_prometheus(self) -> None:
         prometheus_dir = os.path.join(self.directory, "prometheus")
@@ -202,15 +230,19 @@ class Fleet:
             "--web.listen-address=127.0.0.1:{}".format(self.prometheus_port),
         ])
 
-    def _spawn(self, name: str, argv: List[str]) -> None:
+    def _spawn(self, name: str, argv: List[str], env: Optional[Dict[str, str]] = None) -> None:
         os.makedirs(os.path.dirname(self.log_path(name)), exist_ok=True)
         with open(self.log_path(name), "ab") as log:
             try:
                 # Its own session: stop() kills the whole group, npu-smi-sim children included.
-                self._processes[name] = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log,
+                self._processes[name] = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, env=env,
                                                          stderr=subprocess.STDOUT, start_new_session=True)
             except OSError as exc:
                 raise FleetError("cannot start {}: {}".format(argv[0], exc.strerror or exc)) from None
+
+    def pids(self) -> Dict[str, int]:
+        """name -> process id of every process started and still running."""
+        return {name: process.pid for name, process in self._processes.items() if process.poll() is None}
 
     def exited(self) -> Dict[str, int]:
         """name -> exit code of every process that has stopped by itself."""
@@ -256,13 +288,16 @@ def _write_yaml(path: str, document: Dict[str, Any]) -> None:
 def add_fleet_sim_command(commands) -> None:
     sim = commands.add_parser(
         "fleet-sim", help="start a simulated fleet (several hosts and a Prometheus) on this machine",
-        description="Start simulated npumon hosts with different scenarios on loopback addresses and, if "
-                    "Prometheus is installed, a Prometheus scraping them with the shipped scrape config and "
-                    "alert rules. Runs until Ctrl-C.")
+        description="Start simulated npumon hosts with different scenarios, each on its own port of 127.0.0.1, "
+                    "and, if Prometheus is installed, a Prometheus scraping them with the shipped scrape config "
+                    "and alert rules. Runs until Ctrl-C.")
     sim.add_argument("--dir", metavar="DIR", help="where configs, state and logs go (default: a new temporary "
                                                    "directory, removed at exit)")
+    sim.add_argument("--hosts", type=int, metavar="N",
+                     help="N running simulated hosts, the default fleet's kinds in turn (default: the five kinds "
+                          "plus one host that is down)")
     sim.add_argument("--base-port", type=int, default=19100, metavar="PORT",
-                     help="Prometheus listens on 127.0.0.1:PORT, host K on 127.0.0.(K+1):PORT+K (default 19100)")
+                     help="Prometheus listens on 127.0.0.1:PORT, host K on 127.0.0.1:PORT+K (default 19100)")
     sim.add_argument("--prometheus", metavar="PATH",
                      help="the prometheus executable (default: `prometheus` on PATH; none found: no Prometheus)")
     sim.add_argument("--no-prometheus", action="store_true", help="start only the simulated hosts")
@@ -274,8 +309,12 @@ def add_fleet_sim_command(commands) -> None:
 
 
 def cmd_fleet_sim(args) -> int:
-    if not 1024 <= args.base_port <= 65535 - len(DEFAULT_FLEET):
-        print("npumon: --base-port: must be from 1024 to {}".format(65535 - len(DEFAULT_FLEET)), file=sys.stderr)
+    if args.hosts is not None and not 1 <= args.hosts <= MAX_HOSTS:
+        print("npumon: --hosts: must be from 1 to {}".format(MAX_HOSTS), file=sys.stderr)
+        return 2
+    hosts = DEFAULT_FLEET if args.hosts is None else fleet_hosts(args.hosts)
+    if not 1024 <= args.base_port <= 65535 - len(hosts):
+        print("npumon: --base-port: must be from 1024 to {}".format(65535 - len(hosts)), file=sys.stderr)
         return 2
     prometheus = None
     if not args.no_prometheus:
@@ -289,8 +328,12 @@ def cmd_fleet_sim(args) -> int:
             print("npumon: --rules: no such file: {}".format(path), file=sys.stderr)
             return 2
     directory = args.dir or tempfile.mkdtemp(prefix="npumon-fleet-")
-    fleet = Fleet(directory, base_port=args.base_port, prometheus=prometheus, rule_files=rules,
-                  scrape_interval=args.scrape_interval, evaluation_interval=args.scrape_interval)
+    # Many hosts poll at npumon's default intervals (the fleet's cost is then a real fleet's); the five of the
+    # default fleet poll faster, so that every dashboard panel has data within a minute.
+    slow = {} if args.hosts is not None else None
+    fleet = Fleet(directory, hosts=hosts, base_port=args.base_port, prometheus=prometheus, rule_files=rules,
+                  scrape_interval=args.scrape_interval, evaluation_interval=args.scrape_interval,
+                  poll=slow, network=slow)
     stop = []
     signal.signal(signal.SIGTERM, lambda *_: stop.append(True))
     try:

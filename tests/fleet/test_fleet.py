@@ -212,6 +212,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             time.sleep(2)
         if mode == "html":
             return self._send(200, b"<html>login</html>", "text/html")
+        if mode == "json":  # another JSON service at that address
+            return self._send(200, json.dumps({"message": "hello"}).encode())
         if mode == "error":
             return self._send(400, json.dumps({"status": "error", "errorType": "bad_data",
                                                "error": "parse error"}).encode())
@@ -245,12 +247,14 @@ def test_client_reads_a_vector(prometheus):
 @pytest.mark.parametrize("mode, message", [
     ("error", "refused the query up: HTTP 400: parse error"),
     ("html", "answered HTTP 200 with a body that is not JSON"),
+    ("json", "answered HTTP 200 with JSON that is not a Prometheus query API answer: is this Prometheus's address?"),
 ])
 def test_client_errors_are_one_line(prometheus, mode, message):
     prometheus.mode = mode
     with pytest.raises(PrometheusError) as info:
         PrometheusClient(prometheus.url).query("up")
     assert message in str(info.value) and "\n" not in str(info.value)
+    assert "no error text" not in str(info.value)
 
 
 def test_client_timeout_and_closed_port_never_show_credentials(prometheus):
@@ -313,3 +317,19 @@ def test_cli_exit_codes(prometheus, tmp_path):
     failed = run_cli("--prometheus", prometheus.url, "--job", "npumon")
     assert failed.returncode == 1 and failed.stderr.count("\n") == 1
 
+
+
+def test_cli_a_job_with_no_targets_is_an_error_naming_the_jobs_there_are(prometheus):
+    prometheus.answers.update({"group by (job)": [({"job": "npumon"}, 1)]})  # nothing for job "nope"
+    result = run_cli("--prometheus", prometheus.url, "--job", "nope")
+    assert result.returncode == 1 and "0 host(s)" not in result.stdout
+    assert result.stderr == "npumon: no targets matched: Prometheus at {} has no target of job nope (jobs scraping " \
+                            "npumon: npumon)\n".format(prometheus.url)
+    assert run_cli("--prometheus", prometheus.url, "--job", "nope", "--json").returncode == 1
+
+
+def test_cli_a_non_prometheus_json_service_is_one_clear_line(prometheus):
+    prometheus.mode = "json"
+    result = run_cli("--prometheus", prometheus.url)
+    assert result.returncode == 1 and result.stderr.count("\n") == 1
+    assert "is this Prometheus's address?" in result.stderr and "no error text" not in result.stderr

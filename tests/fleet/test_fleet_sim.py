@@ -13,19 +13,28 @@ import requests
 import yaml
 
 from npumon.config.load import parse_config
-from npumon.sim.fleet import (DEFAULT_FLEET, SHIPPED_SCRAPE_CONFIG, SimHost, file_sd_groups, host_address, host_config,
-                             prometheus_config)
+from npumon.sim.fleet import (DEFAULT_FLEET, SHIPPED_SCRAPE_CONFIG, SimHost, file_sd_groups, fleet_hosts,
+                             host_address, host_config, prometheus_config)
 
 
-def test_every_host_gets_its_own_loopback_address_and_port():
+def test_every_host_gets_its_own_port_on_127_0_0_1_only():
     addresses = [host_address(i, 19100) for i in range(len(DEFAULT_FLEET))]
-    assert addresses[0] == "127.0.0.2:19101"
-    assert len({a.split(":")[0] for a in addresses}) == len({a.split(":")[1] for a in addresses}) == len(addresses)
+    assert addresses[0] == "127.0.0.1:19101"
+    assert {a.split(":")[0] for a in addresses} == {"127.0.0.1"}
+    assert len({a.split(":")[1] for a in addresses}) == len(addresses)
+
+
+def test_fleet_hosts_numbers_n_running_hosts_of_the_default_kinds():
+    hosts = fleet_hosts(50)
+    assert len(hosts) == len({host.name for host in hosts}) == 50 and all(host.running for host in hosts)
+    assert hosts[0].name == "sim-a2-healthy-01" and hosts[1].product == "atlas-a3"
+    assert {host.scenario for host in hosts} == {host.scenario for host in DEFAULT_FLEET if host.running}
+    assert len({host_address(i, 19100) for i in range(50)}) == 50
 
 
 def test_file_sd_labels_name_the_hosts():
     groups = file_sd_groups(DEFAULT_FLEET, 19100)
-    assert groups[1] == {"targets": ["127.0.0.3:19102"],
+    assert groups[1] == {"targets": ["127.0.0.1:19102"],
                          "labels": {"host": "sim-a3-overheat", "scenario": "overheat", "product": "atlas-a3"}}
     assert len({group["labels"]["host"] for group in groups}) == len(DEFAULT_FLEET)
 
@@ -55,9 +64,13 @@ def test_prometheus_config_uses_the_shipped_job(tmp_path):
     if os.path.exists(SHIPPED_SCRAPE_CONFIG):
         with open(SHIPPED_SCRAPE_CONFIG, encoding="utf-8") as handle:
             shipped = next(j for j in yaml.safe_load(handle)["scrape_configs"] if j["job_name"] == "npumon")
-        assert job["relabel_configs"] == shipped.get("relabel_configs")
+        # the shipped relabelling as it is, then `instance` back to address:port (all hosts share 127.0.0.1)
+        assert job["relabel_configs"][:-1] == shipped.get("relabel_configs")
+    assert job["relabel_configs"][-1] == {"source_labels": ["__address__"], "target_label": "instance"}
     plain = prometheus_config("/t/targets.json", [], "2s", "2s", shipped_config=str(tmp_path / "none.yml"))
-    assert plain["scrape_configs"][0]["job_name"] == "npumon" and "relabel_configs" not in plain["scrape_configs"][0]
+    assert plain["scrape_configs"][0]["job_name"] == "npumon"
+    assert plain["scrape_configs"][0]["relabel_configs"] == [{"source_labels": ["__address__"],
+                                                              "target_label": "instance"}]
 
 
 def run(*args, timeout=60):
@@ -67,6 +80,8 @@ def run(*args, timeout=60):
 
 def test_argument_errors_are_one_line(tmp_path):
     for args, message in ((["--base-port", "80"], "--base-port"),
+                          (["--hosts", "0"], "--hosts: must be from 1 to 1000"),
+                          (["--hosts", "60", "--base-port", "65500"], "--base-port: must be from 1024 to 65475"),
                           (["--prometheus", str(tmp_path / "nope")], "--prometheus: not an executable file"),
                           (["--no-prometheus", "--rules", str(tmp_path / "nope.yml")], "--rules: no such file")):
         result = run(*args)
@@ -75,7 +90,7 @@ def test_argument_errors_are_one_line(tmp_path):
 
 def _free_base_port():
     for _ in range(50):
-        base = random.randrange(40000, 60000, 10)
+        base = random.randrange(20000, 32000, 10)  # below the ephemeral ports (32768-60999)
         try:
             for index in range(len(DEFAULT_FLEET)):
                 address, port = host_address(index, base).split(":")
@@ -85,6 +100,19 @@ def _free_base_port():
         except OSError:
             continue
     raise AssertionError("no free ports")
+
+
+def _listening(directory):
+    """(address, port) of every listening socket of the processes that name `directory`."""
+    listening = set()
+    for proc in psutil.process_iter(["cmdline"]):
+        if any(directory in part for part in proc.info["cmdline"] or []):
+            try:
+                listening |= {(c.laddr.ip, c.laddr.port) for c in proc.net_connections(kind="inet")
+                              if c.status == psutil.CONN_LISTEN}
+            except psutil.NoSuchProcess:
+                continue
+    return listening
 
 
 def test_the_command_starts_the_hosts_and_stops_everything_on_sigterm(tmp_path):
@@ -108,6 +136,15 @@ def test_the_command_starts_the_hosts_and_stops_everything_on_sigterm(tmp_path):
             time.sleep(0.5)
         with open(tmp_path / "sim-a2-healthy" / "npumon.yaml", encoding="utf-8") as handle:
             assert yaml.safe_load(handle)["exporter"]["npu_exporter_compat"] is True
+        # Every socket the fleet listens on (hosts, their simulated serving endpoints) is on 127.0.0.1.
+        expected = {host_address(i, base) for i, host in enumerate(DEFAULT_FLEET) if host.running}
+        while True:
+            listening = _listening(str(tmp_path))
+            if expected <= {"{}:{}".format(*address) for address in listening}:
+                break
+            assert time.monotonic() < deadline + 30, "not every host listens: {}".format(listening)
+            time.sleep(0.5)
+        assert {ip for ip, _ in listening} == {"127.0.0.1"}, listening
     finally:
         process.send_signal(signal.SIGTERM)
         assert process.wait(30) == 0

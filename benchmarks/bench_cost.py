@@ -1,0 +1,301 @@
+"""Issue 20 item 3 benchmark: what npumon costs its host with everything on, at the default intervals.
+
+It runs the real daemon (`npumon run --simulate`, a process of its own) for a bounded time with the
+simulator's realistic latency model on (NPUMON_SIM_LATENCY_SCALE=1) and the simulated npu-smi and hccn_tool as
+real processes per call (NPUMON_SIM_IN_PROCESS=0), as on a host, with every source on: npu-smi (the default
+backend of a simulated host: no libdcmi.so there), the host reader, the liveness probe, the serving queue
+(the simulator's inference server endpoint), the NPU network (hccn_tool), the kernel log (a file the benchmark
+appends driver lines to: an unrelated line every 10 s, a PCIe AER line every 2 minutes, which makes a
+finding), the event history and notifications (a webhook receiver on 127.0.0.1). A scraper reads /metrics
+every 15 s (Prometheus's default) with gzip, as Prometheus does.
+
+Every 5 s it reads from /proc: the daemon's own CPU (utime+stime), its children's (cutime+cstime of the
+reaped ones plus the live descendants'), and its RSS. It reports CPU as % of one core over the run and after
+the warm-up, and RSS at the end of the warm-up, at the end, its maximum and its growth per 10 minutes (a
+least-squares slope over the samples after the warm-up).
+
+The children are the simulators (Python stand-ins for npu-smi and hccn_tool, costlier than the real C
+programs) and the probe: their CPU is the simulator's, reported apart, not npumon's.
+
+Products: atlas-800i-a2 (8 chips), atlas-a3 (16), and `bench-a3-64`, a synthetic 64-chip product defined only
+for this benchmark (the A3 with 32 NPUs of 2 dies; no such machine exists). It is registered in every Python
+process of the run (daemon and simulators) through a sitecustomize module on PYTHONPATH.
+
+Run:  python benchmarks/bench_cost.py --product atlas-a3 --minutes 10     (prints a markdown section)
+"""
+
+import argparse
+import gzip
+import http.server
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SYNTHETIC = "bench-a3-64"
+WARMUP_SECONDS = 120.0
+SAMPLE_SECONDS = 5.0
+SCRAPE_SECONDS = 15.0
+TICK = os.sysconf("SC_CLK_TCK")
+
+SITECUSTOMIZE = '''\
+# Written by benchmarks/bench_cost.py: the synthetic 64-chip product, in every Python process of the run.
+import dataclasses
+from npumon.sim import latency as _latency, products as _products
+
+_bus = tuple("0000:{:02X}:00.0".format(n) for n in range(1, 65))
+_products.PRODUCTS[%r] = dataclasses.replace(
+    _products.ATLAS_A3, name=%r, cards=tuple(range(32)), bus_ids=_bus,
+    description="synthetic: an A3 with 32 NPUs x 2 dies (benchmark only)")
+_latency.PROFILES[%r] = _latency.PROFILES["atlas-a3"]  # the A3's per-call and per-chip times
+''' % (SYNTHETIC, SYNTHETIC, SYNTHETIC)
+
+AER_LINE = "<3>[{:>12.6f}] [ascend] [ERROR] [drv_pcie] [devdrv_aer 101] <kworker/0:1:77,77> Error detected. " \
+           "(dev_id=3; aer_cnt=1)\n"
+NOISE_LINE = "<6>[{:>12.6f}] e1000e 0000:00:1f.6 eno1: NIC Link is Up 1000 Mbps Full Duplex\n"
+
+
+class _Receiver(http.server.BaseHTTPRequestHandler):
+    """A webhook receiver that accepts everything (counts the notifications)."""
+    received = 0
+
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        _Receiver.received += 1
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def proc_stat(pid: int):
+    """(utime+stime, cutime+cstime) in seconds, or None when the process is gone."""
+    try:
+        with open("/proc/{}/stat".format(pid)) as handle:
+            fields = handle.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / TICK, (int(fields[13]) + int(fields[14])) / TICK
+
+
+def rss_mb(pid: int) -> float:
+    with open("/proc/{}/status".format(pid)) as handle:
+        for line in handle:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024.0
+    return 0.0
+
+
+def descendants(pid: int):
+    """Every live descendant of pid (from /proc/*/stat's ppid)."""
+    parents = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open("/proc/{}/stat".format(name)) as handle:
+                    parents[int(name)] = int(handle.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+    found, frontier = set(), {pid}
+    while frontier:
+        frontier = {child for child, parent in parents.items() if parent in frontier} - found
+        found |= frontier
+    return found
+
+
+class ChildrenCpu:
+    """The CPU of a process's children: reaped ones (cutime+cstime) plus the live descendants'."""
+
+    def __init__(self, pid: int):
+        self.pid = pid
+        self.live = {}  # pid -> (cpu at first sight, cpu now)
+
+    def sample(self) -> None:
+        current = set()
+        for child in descendants(self.pid):
+            stat = proc_stat(child)
+            if stat is None:
+                continue
+            current.add(child)
+            first = self.live.get(child, (stat[0] + stat[1], None))[0]
+            self.live[child] = (first, stat[0] + stat[1])
+        # a descendant gone since was reaped: its CPU is in the parent's cutime now
+        self.live = {pid: value for pid, value in self.live.items() if pid in current}
+
+    def live_cpu(self) -> float:
+        return sum(now for _, now in self.live.values())
+
+
+def slope_per_10min(points):
+    if len(points) < 2:
+        return 0.0
+    xs, ys = [p[0] for p in points], [p[1] for p in points]
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    den = sum((x - mx) ** 2 for x in xs)
+    return 600.0 * sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / den if den else 0.0
+
+
+def write_config(directory: str, listen: str, kmsg: str, webhook: str) -> str:
+    path = os.path.join(directory, "npumon.yaml")
+    with open(path, "w") as handle:
+        handle.write(
+            "state_dir: {state}\n"
+            "exporter: {{listen: '{listen}'}}\n"
+            "faults: {{kmsg_path: {kmsg}}}\n"
+            "events: {{enabled: true}}\n"
+            "probe: {{enabled: true}}\n"
+            "network: {{enabled: true}}\n"
+            "notify: {{receivers: [{{name: bench, type: webhook, url: '{webhook}'}}]}}\n".format(
+                state=os.path.join(directory, "state"), listen=listen, kmsg=kmsg, webhook=webhook))
+    return path
+
+
+def run(product: str, seconds: float, directory: str) -> dict:
+    receiver = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Receiver)
+    threading.Thread(target=receiver.serve_forever, daemon=True).start()
+    port = free_port()
+    kmsg = os.path.join(directory, "kern.log")
+    open(kmsg, "w").close()
+    config = write_config(directory, "127.0.0.1:{}".format(port), kmsg,
+                          "http://127.0.0.1:{}/hook".format(receiver.server_address[1]))
+    env = dict(os.environ, NPUMON_SIM_LATENCY_SCALE="1", NPUMON_SIM_IN_PROCESS="0")
+    if product == SYNTHETIC:
+        site = os.path.join(directory, "site")
+        os.makedirs(site)
+        with open(os.path.join(site, "sitecustomize.py"), "w") as handle:
+            handle.write(SITECUSTOMIZE)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (site, env.get("PYTHONPATH", REPO)) if p)
+    argv = [sys.executable, "-m", "npumon.cli.main", "run", "--config", config, "--simulate=healthy",
+            "--sim-product", product, "--sim-state", os.path.join(directory, "sim"), "--log-level", "warning"]
+    log = open(os.path.join(directory, "daemon.log"), "wb")
+    daemon = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    children = ChildrenCpu(daemon.pid)
+    samples = []  # (t, own cpu, children cpu, rss MB)
+    scrapes, scrape_errors, series = 0, 0, 0
+    started = time.monotonic()
+    next_sample = next_noise = started
+    next_scrape = started + SCRAPE_SECONDS  # the first once the daemon listens
+    next_aer = started + 60.0
+    try:
+        while time.monotonic() - started < seconds:
+            now = time.monotonic()
+            if daemon.poll() is not None:
+                raise SystemExit("the daemon exited with {}; see {}".format(daemon.returncode, log.name))
+            if now >= next_scrape:
+                next_scrape += SCRAPE_SECONDS
+                try:
+                    request = urllib.request.Request("http://127.0.0.1:{}/metrics".format(port),
+                                                     headers={"Accept-Encoding": "gzip"})
+                    with urllib.request.urlopen(request, timeout=10) as response:
+                        body = response.read()
+                        if response.headers.get("Content-Encoding") == "gzip":
+                            body = gzip.decompress(body)
+                    series = sum(1 for line in body.split(b"\n") if line and not line.startswith(b"#"))
+                    scrapes += 1
+                except OSError:
+                    scrape_errors += 1
+            if now >= next_noise:
+                next_noise += 10.0
+                with open(kmsg, "a") as handle:
+                    handle.write(NOISE_LINE.format(now - started))
+            if now >= next_aer:
+                next_aer += 120.0
+                with open(kmsg, "a") as handle:
+                    handle.write(AER_LINE.format(now - started))
+            if now >= next_sample:
+                next_sample += SAMPLE_SECONDS
+                stat = proc_stat(daemon.pid)
+                children.sample()
+                samples.append((now - started, stat[0], stat[1] + children.live_cpu(), rss_mb(daemon.pid)))
+            time.sleep(0.2)
+    finally:
+        _signal_group(daemon.pid, 15)
+        try:
+            daemon.wait(15)
+        except subprocess.TimeoutExpired:
+            _signal_group(daemon.pid, 9)
+            daemon.wait()
+        log.close()
+        receiver.shutdown()
+    return summarise(product, samples, scrapes, scrape_errors, series, _Receiver.received)
+
+
+def _signal_group(pid: int, signum: int) -> None:
+    try:
+        os.killpg(pid, signum)
+    except ProcessLookupError:
+        pass
+
+
+def summarise(product, samples, scrapes, scrape_errors, series, notifications) -> dict:
+    first, last = samples[0], samples[-1]
+    warm = next((s for s in samples if s[0] >= WARMUP_SECONDS), samples[len(samples) // 2])
+    after = [s for s in samples if s[0] >= warm[0]]
+    span, warm_span = last[0] - first[0], last[0] - warm[0]
+    return {
+        "product": product,
+        "seconds": last[0],
+        "own_pct": 100.0 * (last[1] - first[1]) / span,
+        "own_pct_warm": 100.0 * (last[1] - warm[1]) / warm_span,
+        "children_pct": 100.0 * (last[2] - first[2]) / span,
+        "children_pct_warm": 100.0 * (last[2] - warm[2]) / warm_span,
+        "own_cpu_total": last[1],
+        "rss_warm": warm[3], "rss_end": last[3], "rss_max": max(s[3] for s in samples),
+        "rss_slope": slope_per_10min([(s[0], s[3]) for s in after]),
+        "scrapes": scrapes, "scrape_errors": scrape_errors, "series": series, "notifications": notifications,
+        "load": open("/proc/loadavg").read().split()[:3],
+        "rss_by_minute": [s[3] for s in samples if int(s[0]) % 60 < SAMPLE_SECONDS],
+    }
+
+
+def report(result: dict) -> str:
+    return (
+        "| {product} | {minutes:.1f} min | {own_pct:.3f} % ({own_pct_warm:.3f} %) | {children_pct:.2f} % "
+        "({children_pct_warm:.2f} %) | {rss_warm:.1f} | {rss_end:.1f} | {rss_max:.1f} | {rss_slope:+.2f} | "
+        "{series} | {scrapes}/{errors} | {notifications} | {load} |".format(
+            minutes=result["seconds"] / 60.0, errors=result["scrape_errors"], load=" ".join(result["load"]),
+            **{k: v for k, v in result.items() if k not in ("load", "rss_by_minute")}))
+
+
+HEADER = ("| product | run | daemon CPU, % of a core: run (after warm-up) | children CPU (simulators, probe) | "
+          "RSS MB at warm-up end | RSS MB at end | RSS MB max | RSS growth MB/10 min after warm-up | series | "
+          "scrapes/errors | notifications | load at end |\n|---|---|---|---|---|---|---|---|---|---|---|---|")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--product", default="atlas-a3", help="atlas-800i-a2, atlas-a3 or " + SYNTHETIC)
+    parser.add_argument("--minutes", type=float, default=10.0)
+    parser.add_argument("--keep", metavar="DIR", help="run in DIR and keep it (logs, state)")
+    args = parser.parse_args()
+    directory = args.keep or tempfile.mkdtemp(prefix="npumon-cost-")
+    os.makedirs(directory, exist_ok=True)
+    try:
+        result = run(args.product, args.minutes * 60.0, directory)
+    finally:
+        if not args.keep:
+            shutil.rmtree(directory, ignore_errors=True)
+    print("{} on {} cores, {}".format(time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), os.cpu_count(),
+                                      " ".join(os.uname()[2:3])))
+    print(HEADER)
+    print(report(result))
+    print("\nRSS MB minute by minute: " + ", ".join("{:.1f}".format(mb) for mb in result["rss_by_minute"]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
