@@ -27,11 +27,30 @@ def render_findings(samples: Iterable[Sample], host_label: str, rules: Dict[str,
         if rule is None:
             row.summary = "(rule {!r} is not in this npumon's rule files: pass the host's --config)".format(row.rule)
         else:
-            facts = facts_of_host(row.host).get(row.subject) or {}
+            subjects = facts_of_host(row.host)
+            chips = _chips_of_host_wide(rule, row.subject, subjects, params)
+            facts = subjects.get(chips[0] if chips else row.subject) or {}
             row.summary = compile_template(rule.summary).render(facts, params)
             row.hint = compile_template(rule.hint).render(facts, params)
+            if chips:
+                row.summary = "on {} chip{} ({}): {}".format(len(chips), "" if len(chips) == 1 else "s",
+                                                            ", ".join(chips), row.summary)
         rows.append(row)
     return rows
+
+
+def _chips_of_host_wide(rule: Any, subject: str, subjects: Dict[str, Dict[str, Any]],
+                        params: Dict[str, float]) -> List[str]:
+    """The chips a host-wide finding (`group: host`) holds for now, as far as the series tell; their texts
+    are a chip's, so they render from the first one's facts."""
+    from ..rules.expr import EvalContext
+    from ..rules.presentation import chip_order
+
+    if not getattr(rule, "group_host", False) or subject != "host":
+        return []
+    chips = [name for name, facts in subjects.items() if name != "host"
+             and rule.expr.evaluate(EvalContext(facts, params)) is True]
+    return sorted(chips, key=chip_order)
 
 
 def view_document(view: FleetView, top: int, sort: str = "status") -> Dict[str, Any]:

@@ -142,8 +142,13 @@ def _set_host_value(host: HostSample, numa: Dict[int, NumaNode], name: str, labe
         host.cann_version = labels.get("cann_version") or None
 
 
-# Facts that the series cannot give: shown as n/a rather than as a wrong "none".
-UNKNOWN_FROM_PROMETHEUS = ("error_information_text", "process_names", "process_signature", "process_memory_bytes")
+# Facts that the series cannot give: unknown (n/a) rather than a wrong "none"; the texts a hint reads out say
+# where to find them instead.
+UNKNOWN_FROM_PROMETHEUS = ("process_signature", "process_memory_bytes")
+ON_THE_HOST = {
+    "error_information_text": "the driver's text is not in Prometheus (npumon check on the host shows it)",
+    "process_names": "see npumon check on the host",
+}
 
 
 def subject_facts(series: Iterable[Sample]) -> Dict[str, Dict[str, Any]]:
@@ -157,4 +162,5 @@ def subject_facts(series: Iterable[Sample]) -> Dict[str, Dict[str, Any]]:
         chip_facts["process_count"] = int(process_counts[chip.key]) if chip.key in process_counts else None
         for name in UNKNOWN_FROM_PROMETHEUS:
             chip_facts[name] = None
+        chip_facts.update(ON_THE_HOST)
     return facts

@@ -86,7 +86,8 @@ def test_facts_from_series_feed_the_builtin_templates():
     hot = facts["npu0/chip0"]
     assert hot["temperature_celsius"] == 87.0 and hot["host.max_chip_temperature_celsius"] == 87.0
     assert hot["process_count"] == 0
-    assert hot["error_information_text"] is None  # not in Prometheus: n/a, not a wrong "none"
+    # not in Prometheus: said so, not a wrong "none" nor a bare n/a in the middle of a hint
+    assert hot["error_information_text"].startswith("the driver's text is not in Prometheus")
     assert facts["npu1/chip0"]["error_code_text"] == "8C03A000, A4025021"
     assert facts["host"]["down_sources"] == ["npu-smi:board"]
     assert facts["host"]["numa_cpu_max_ratio"] == 0.9
@@ -108,9 +109,22 @@ def test_findings_are_rendered_from_the_local_rules():
     assert rows[0].summary == "temperature 87 C, at or above the critical 85 C"
     assert rows[0].hint.startswith("Check the airflow first") and "-i 0" in rows[0].hint
     assert rows[1].summary == "health Alarm; error codes: 8C03A000, A4025021"
-    assert "major fault: n/a" in rows[1].hint
+    assert "major fault: the driver's text is not in Prometheus (npumon check on the host shows it)" in rows[1].hint
+    assert "n/a" not in rows[1].hint
     assert "not in this npumon's rule files" in rows[2].summary and rows[2].hint == ""
     assert set(asked) == {"a"}
+
+
+def test_a_host_wide_finding_is_rendered_from_the_chips_it_holds_for():
+    rules, params = load_rules()
+    starved = {"aicore_ratio": 0.12, "process_count": 2, "host.serving_queue_depth": 12.0}
+    facts = {"host": {"serving_queue_depth": 12.0},
+             "npu0/chip0": dict(starved), "npu1/chip0": dict(starved, aicore_ratio=0.8),
+             "npu10/chip0": dict(starved), "npu2/chip0": dict(starved)}
+    samples = [({"rule": "cpu-bottleneck", "severity": "warning", "subject": "host", "host": "a"}, 1.0)]
+    rows = render_findings(samples, "host", {rule.id: rule for rule in rules}, params, lambda host: facts)
+    assert rows[0].summary.startswith("on 3 chips (npu0/chip0, npu2/chip0, npu10/chip0): AI Core only 12%")
+    assert "queue 12" in rows[0].summary
 
 
 # --------------------------------------------------------------------------------------------- ordering
