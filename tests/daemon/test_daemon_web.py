@@ -46,9 +46,9 @@ def test_healthz_and_the_watchdog_say_so_while_no_worker_can_serve(tmp_path, sim
     released = threading.Event()
     status_document = daemon_module.status_document
 
-    def wedged_status(*args):  # a reader stuck on something: the one worker is taken
+    def wedged_status(*args, **kwargs):  # a reader stuck on something: the one worker is taken
         released.wait(10)
-        return status_document(*args)
+        return status_document(*args, **kwargs)
 
     monkeypatch.setattr(daemon_module, "status_document", wedged_status)
     daemon = Daemon(load(fast_config(tmp_path, ONE_WORKER)), sim(), listen="127.0.0.1:0")
