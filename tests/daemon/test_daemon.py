@@ -221,7 +221,8 @@ def test_a_query_tier_that_ran_before_the_first_table_runs_again_within_a_second
     wait_until(lambda: daemon.collection.sources[0].table_read(), timeout=30, what="the first table")
     wait_until(lambda: usages() and usages().ok, timeout=15, what="usages polled long before its 30 s interval")
     assert daemon.state().snapshot.chips[0].aivector_ratio is not None
-    assert daemon.scheduler.get_job("npu-smi:usages").next_run_time.timestamp() > time.time() + 20  # back to its interval
+    # back to its 30 s interval, not the second-by-second retry (10 s of margin: a loaded machine reaches this line late)
+    assert daemon.scheduler.get_job("npu-smi:usages").next_run_time.timestamp() > time.time() + 10
 
 
 def test_stop_is_bounded_even_when_a_service_will_not_close(tmp_path, sim, monkeypatch):
