@@ -6,21 +6,11 @@ import re
 
 import pytest
 
-from npumon.cli.main import main
 from npumon.config.location import CONFIG_ENV, DEFAULT_CONFIG_PATH
 from paths import REPO
 from recording_server import RecordingServer
 
 TOKEN = "cfg-t0ken-0123456789"
-
-
-@pytest.fixture
-def run(capsys):
-    def call(*args):
-        code = main(list(args))
-        captured = capsys.readouterr()
-        return code, captured.out, captured.err
-    return call
 
 
 @pytest.fixture

@@ -3,22 +3,11 @@
 import json
 import re
 
-import pytest
 
-from npumon.cli.main import main
 from npumon.sim import list_products, list_scenarios
 from recording_server import RecordingServer
 
 TOKEN = "conv-t0ken-0123456789"
-
-
-@pytest.fixture
-def run(capsys):
-    def call(*args):
-        code = main(list(args))
-        captured = capsys.readouterr()
-        return code, captured.out, captured.err
-    return call
 
 
 def test_notify_test_json(tmp_path, run):

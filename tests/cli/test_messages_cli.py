@@ -8,17 +8,7 @@ import pytest
 import requests
 
 from daemon_harness import DaemonProcess, wait_until
-from npumon.cli.main import main
 from recording_server import RecordingServer
-
-
-@pytest.fixture
-def run(capsys):
-    def call(*args):
-        code = main(list(args))
-        captured = capsys.readouterr()
-        return code, captured.out, captured.err
-    return call
 
 
 def test_a_port_that_is_not_a_number_says_so(run, tmp_path):

@@ -5,9 +5,7 @@ import json
 import subprocess
 import sys
 
-import pytest
 
-from npumon.cli.main import main
 from recording_server import RecordingServer, json_reply
 
 TOKEN = "cli-t0ken-0123456789"
@@ -16,15 +14,6 @@ TOKEN = "cli-t0ken-0123456789"
 def npumon(*args):
     proc = subprocess.run([sys.executable, "-m", "npumon.cli.main", *args], capture_output=True, text=True, timeout=60)
     return proc.returncode, proc.stdout, proc.stderr
-
-
-@pytest.fixture
-def run(capsys):
-    def call(*args):
-        code = main(list(args))
-        captured = capsys.readouterr()
-        return code, captured.out, captured.err
-    return call
 
 
 def write_config(tmp_path, text):

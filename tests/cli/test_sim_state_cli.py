@@ -9,18 +9,8 @@ import sys
 
 import pytest
 
-from npumon.cli.main import main
 from npumon.config.location import for_simulation
 from npumon.config.schema import Config
-
-
-@pytest.fixture
-def run(capsys):
-    def call(*args):
-        code = main(list(args))
-        captured = capsys.readouterr()
-        return code, captured.out, captured.err
-    return call
 
 
 @pytest.fixture
