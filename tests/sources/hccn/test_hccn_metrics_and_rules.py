@@ -6,12 +6,10 @@ import shutil
 import subprocess
 
 import pytest
-from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.parser import text_string_to_metric_families
 
 from clocked_host import ClockedHost
+from exposition_text import exposition, family_samples
 from npumon.config.load import parse_config
-from npumon.outputs.exporter import ExporterView, render_families
 from npumon.rules.engine import RuleEngine
 from npumon.rules.loader import load_rules
 from npumon.sim.simulation import prepare_simulation
@@ -72,20 +70,6 @@ def test_counter_rules_fire_over_clocked_polls(tmp_path, scenario, rule, subject
         host.close()
 
 
-def exposition(snapshot, compat):
-    registry = CollectorRegistry()
-
-    class Collector:
-        def collect(self):
-            return render_families(ExporterView(snapshot=snapshot, findings=[]), npu_exporter_compat=compat)
-
-    registry.register(Collector())
-    return generate_latest(registry).decode()
-
-
-def values(text, name):
-    family = next((f for f in text_string_to_metric_families(text) if f.name == name), None)
-    return {} if family is None else {tuple(sorted(s.labels.items())): s.value for s in family.samples}
 
 
 def test_native_families_in_base_units_and_compat_families_as_npu_exporter_serves_them(tmp_path):
@@ -95,29 +79,30 @@ def test_native_families_in_base_units_and_compat_families_as_npu_exporter_serve
         return tuple(sorted(dict(labels, npu=str(npu), chip="0").items()))
 
     chip0, chip5 = key(0), key(5)
-    assert values(native, "npumon_chip_network_link_up")[chip0] == 1 and \
-        values(native, "npumon_chip_network_link_up")[chip5] == 0
-    speeds = values(native, "npumon_chip_network_speed_bytes_per_second")
+    assert family_samples(native, "npumon_chip_network_link_up")[chip0] == 1 and \
+        family_samples(native, "npumon_chip_network_link_up")[chip5] == 0
+    speeds = family_samples(native, "npumon_chip_network_speed_bytes_per_second")
     assert speeds[chip0] == 25e9 and chip5 not in speeds  # `Speed: Unknown!` while down
-    power = values(native, "npumon_chip_network_optical_power_watts")
+    power = family_samples(native, "npumon_chip_network_optical_power_watts")
     assert power[key(0, direction="rx", lane="0")] == pytest.approx(1.0189e-3)
-    assert values(native, "npumon_chip_network_optical_power_threshold_watts")[
+    assert family_samples(native, "npumon_chip_network_optical_power_threshold_watts")[
         key(0, bound="low", direction="rx")] == pytest.approx(0.1445e-3)
-    assert values(native, "npumon_chip_network_health")[key(0, state="Success")] == 1
-    assert values(native, "npumon_chip_network_stat")[key(0, counter="roce_rx_err_pkt_num")] == 0
-    assert values(native, "npumon_chip_network_link_down_events")[chip5] == 1
-    assert values(native, "npumon_chip_network_ip_configured")[chip0] == 1
+    assert family_samples(native, "npumon_chip_network_health")[key(0, state="Success")] == 1
+    assert family_samples(native, "npumon_chip_network_stat")[key(0, counter="roce_rx_err_pkt_num")] == 0
+    assert family_samples(native, "npumon_chip_network_link_down_events")[chip5] == 1
+    assert family_samples(native, "npumon_chip_network_ip_configured")[chip0] == 1
     compat = exposition(snapshot, compat=True)
-    link = {dict(labels)["id"]: value for labels, value in values(compat, "npu_chip_info_link_status").items()}
+    link = {dict(labels)["id"]: value for labels, value in family_samples(compat, "npu_chip_info_link_status").items()}
     assert link["0"] == 1 and link["5"] == 0
-    speed = {dict(labels)["id"]: value for labels, value in values(compat, "npu_chip_link_speed").items()}
+    speed = {dict(labels)["id"]: value for labels, value in family_samples(compat, "npu_chip_link_speed").items()}
     assert speed["0"] == 200000 and "5" not in speed
-    rx = {dict(labels)["id"]: value for labels, value in values(compat, "npu_chip_optical_rx_power_0").items()}
+    rx = {dict(labels)["id"]: value for labels, value in family_samples(compat, "npu_chip_optical_rx_power_0").items()}
     assert rx["0"] == 1.0189
-    vcc = {dict(labels)["id"]: value for labels, value in values(compat, "npu_chip_optical_vcc").items()}
+    vcc = {dict(labels)["id"]: value for labels, value in family_samples(compat, "npu_chip_optical_vcc").items()}
     assert vcc["0"] == 3262.9
-    assert set(values(compat, "npu_chip_roce_rx_err_pkt_num").values()) == {0}
-    status = {dict(labels)["id"]: value for labels, value in values(compat, "npu_chip_info_network_status").items()}
+    assert set(family_samples(compat, "npu_chip_roce_rx_err_pkt_num").values()) == {0}
+    status = {dict(labels)["id"]: value
+              for labels, value in family_samples(compat, "npu_chip_info_network_status").items()}
     assert set(status.values()) == {1} and len(status) == 8
 
 

@@ -9,11 +9,9 @@ import subprocess
 import sys
 
 import pytest
-from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.parser import text_string_to_metric_families
 
+from exposition_text import exposition, family_samples
 from npumon.config.load import parse_config
-from npumon.outputs.exporter import ExporterView, render_families
 from npumon.rules.engine import RuleEngine
 from npumon.rules.loader import load_rules
 from npumon.sim.scenario import ScenarioError, load_scenario
@@ -92,35 +90,22 @@ def test_check_shows_the_runtime_object_and_column_per_chip(tmp_path):
     assert len(rows) == 8 and all("Ascend910B3 25.6G free" in row and "cube" not in row for row in rows)
 
 
-def exposition(snapshot):
-    registry = CollectorRegistry()
-
-    class Collector:
-        def collect(self):
-            return render_families(ExporterView(snapshot=snapshot, findings=[]), npu_exporter_compat=False)
-
-    registry.register(Collector())
-    return generate_latest(registry).decode()
-
-
-def samples(text, name):
-    family = next((f for f in text_string_to_metric_families(text) if f.name == name), None)
-    return {} if family is None else {tuple(sorted(s.labels.items())): s.value for s in family.samples}
 
 
 @pytest.mark.integration
 def test_runtime_families_by_engine_with_source_acl_and_promtool_is_content(tmp_path):
     snapshot, _ = full_pass(tmp_path, "runtime-mismatch")
     text = exposition(snapshot)
-    utilization = samples(text, "npumon_chip_runtime_utilization_ratio")
+    utilization = family_samples(text, "npumon_chip_runtime_utilization_ratio")
     engines = {dict(labels)["engine"] for labels in utilization}
     assert engines == {"cube", "vector", "aicpu", "memory"}
     assert {dict(labels)["source"] for labels in utilization} == {"acl"}
     assert all(0 <= value <= 1 for value in utilization.values())
-    free = {dict(labels)["npu"]: value for labels, value in samples(text, "npumon_chip_runtime_hbm_free_bytes").items()}
+    free = {dict(labels)["npu"]: value
+            for labels, value in family_samples(text, "npumon_chip_runtime_hbm_free_bytes").items()}
     assert free["3"] == (65536 - 39322 - 24576) * 1048576 and free["0"] == (65536 - 39322) * 1048576
-    assert samples(text, "npumon_runtime_devices") == {(): 6}
-    info = samples(text, "npumon_chip_runtime_info")
+    assert family_samples(text, "npumon_runtime_devices") == {(): 6}
+    info = family_samples(text, "npumon_chip_runtime_info")
     assert {dict(labels)["soc_name"] for labels in info} == {"Ascend910A"}
     if shutil.which("promtool") is None:
         pytest.skip("promtool not on PATH (Debian: apt-get install prometheus)")
