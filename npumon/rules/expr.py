@@ -547,30 +547,19 @@ def _compile_binary(node: Node) -> Evaluator:
     left_kind, name = _leaf(node.children[0])
     right_kind, other = _leaf(node.children[1])
 
-    if left_kind == "fact" and right_kind == "const":
-        def fact_and_constant(ctx: EvalContext) -> Any:
-            a = ctx.facts.get(name)
-            if a is None:
-                return None
-            try:
-                return apply(a, other)
-            except (TypeError, OverflowError):
-                return None
-        return fact_and_constant
+    if left_kind == "fact" and right_kind in ("const", "param"):
+        constant = right_kind == "const"
 
-    if left_kind == "fact" and right_kind == "param":
-        def fact_and_param(ctx: EvalContext) -> Any:
+        def fact_and_value(ctx: EvalContext) -> Any:
             a = ctx.facts.get(name)
-            if a is None:
-                return None
-            b = ctx.params.get(other)
-            if b is None:
+            b = other if constant else ctx.params.get(other)
+            if a is None or b is None:
                 return None
             try:
                 return apply(a, b)
             except (TypeError, OverflowError):
                 return None
-        return fact_and_param
+        return fact_and_value
 
     def binary(ctx: EvalContext) -> Any:
         a = left(ctx)
