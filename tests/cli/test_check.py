@@ -237,6 +237,8 @@ def test_the_default_pass_reads_the_quick_tiers_and_full_reads_every_tier():
     # kmsg: the simulated host's kernel log; chip-count: the expected-chip-count check
     assert set(json.loads(quick.stdout)["sources"]) == {"npu-smi", "npu-smi:health", "npu-smi:ecc", "host",
                                                         "serving-queue", "kmsg", "chip-count"}
+    # every source the pass read says when: health with nothing to ask (all chips OK in the table) included
+    assert all(status["last_success"] for status in json.loads(quick.stdout)["sources"].values())
     full, _ = run_npumon("check", "--json", "--simulate", "--full")
     assert set(json.loads(full.stdout)["sources"]) >= {"npu-smi:usages", "npu-smi:power", "npu-smi:board", "probe"}
     probed, _ = run_npumon("check", "--json", "--simulate", "--probe")

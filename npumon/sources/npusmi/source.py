@@ -289,7 +289,7 @@ class NpuSmiSource:
             # that could start no call at all read nothing new: its values age as they would without it.
             if ran or poll.last_success is None:
                 poll.ok = True
-            if ran:
+            if ran or not targets:  # nothing to ask (e.g. health of chips whose table row says OK) is a success
                 poll.last_success = started
             poll.error = None if not left_out else "{} of {} calls left out: {}".format(
                 len(left_out), len(targets), self._why_left_out(budget_seconds))
