@@ -143,9 +143,12 @@ class ConsumerFleet(Fleet):
 def _free_base_port(count):
     """A base port with Prometheus's, every main and every npu-exporter listener's port free."""
     for _ in range(50):
-        base = random.randrange(20000, 60000)
-        addresses = [("127.0.0.1", base)] + [("127.0.0.{}".format(index + 2), port) for index in range(count)
-                                             for port in (base + index + 1, base + count + index + 1)]
+        # below Linux's ephemeral ports (32768-60999), which an outgoing connection may take at any moment
+        base = random.randrange(20000, 32000 - 2 * count - 1)
+        # fleet-sim's main listeners are on 127.0.0.1; the npu-exporter listeners on their own addresses
+        addresses = [("127.0.0.1", base + offset) for offset in range(count + 1)]
+        addresses += [tuple(npu_exporter_address(index, base, count).rsplit(":", 1)) for index in range(count)]
+        addresses = [(host, int(port)) for host, port in addresses]
         try:
             for address in addresses:
                 with socket.socket() as probe:
