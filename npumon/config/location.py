@@ -62,8 +62,14 @@ def file_to_edit(config: Config) -> str:
 
 def for_simulation(config: Config, sim_state_dir: str) -> Config:
     """The config a command runs a simulated host with: its event history, outbox, caches and cursors live
-    with the simulation, never in the real host's state_dir (/var/lib/npumon). A state_dir set to another
-    place in the config is kept: that is the user's choice of where."""
-    if os.path.normpath(config.state_dir) != os.path.normpath(Config().state_dir):
-        return config
-    return dataclasses.replace(config, state_dir=os.path.join(os.path.abspath(sim_state_dir), SIM_NPUMON_STATE))
+    with the simulation, never in the real host's state_dir (/var/lib/npumon)."""
+    state_dir = simulation_state_dir(config.state_dir, sim_state_dir)
+    return config if state_dir == config.state_dir else dataclasses.replace(config, state_dir=state_dir)
+
+
+def simulation_state_dir(state_dir: str, sim_state_dir: str) -> str:
+    """npumon's state directory for a simulated host: the simulation's own, unless the config set state_dir
+    to another place than the default (that is the user's choice of where)."""
+    if os.path.normpath(state_dir) != os.path.normpath(Config().state_dir):
+        return state_dir
+    return os.path.join(os.path.abspath(sim_state_dir), SIM_NPUMON_STATE)

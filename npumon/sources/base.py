@@ -89,6 +89,15 @@ class SourceContext:
     quick_pass: bool = False  # one quick pass of `npumon check`: a source may ask less (npu-smi: health)
     one_pass: bool = False  # `npumon check` (quick or full): a source reads afresh and saves no state
 
+    @property
+    def state_dir(self) -> str:
+        """Where a source keeps what must outlive a restart (caches, cursors): the config's state_dir, or a
+        simulated host's own, so that a simulation never writes to the real /var/lib/npumon."""
+        from ..config.location import simulation_state_dir  # late: the config schema imports the source list
+
+        sim_dir = getattr(self.target, "sim_state_dir", None)
+        return simulation_state_dir(self.config.state_dir, sim_dir) if sim_dir else self.config.state_dir
+
 
 @dataclass(frozen=True)
 class Section:

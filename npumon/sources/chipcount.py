@@ -18,7 +18,6 @@ from typing import Any, Dict, List, Optional, Sequence
 from ..model import ChipSample, Snapshot
 from ..outputs.families import Families, MetricSpec
 from .base import Parts, SingleTierSource, SourceContext, SourceError, SourceSpec
-from .npusmi.identity import cache_path  # the state directory, a simulated host's own under --simulate
 
 log = logging.getLogger(__name__)
 
@@ -174,7 +173,7 @@ def build(context: SourceContext) -> Optional[ChipCountSource]:
     config = context.config.faults
     if not config.chip_count or context.config.poll.host_seconds <= 0:
         return None  # it reads the host's sysfs, so it is polled with (and off with) the host facts
-    state_dir = None if context.one_pass else os.path.dirname(cache_path(context))
+    state_dir = None if context.one_pass else context.state_dir
     return ChipCountSource(config.expected_chips or None, context.target.root, state_dir,
                            context.config.poll.host_seconds, context.clock, context.config.max_age_seconds)
 

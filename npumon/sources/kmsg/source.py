@@ -24,7 +24,6 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 from ...faults.patterns import LineFault, Pattern, load_patterns, match_line
 from ...model import ChipSample, Snapshot
 from ...outputs.families import Families, MetricSpec
-from ..npusmi.identity import cache_path  # the state directory, a simulated host's own under --simulate
 from ..base import Parts, Section, SingleTierSource, SourceContext, SourceError, SourceSpec
 from .book import Entry, FaultBook
 from .config import FaultsConfig, faults_config_problems
@@ -243,7 +242,7 @@ def build(context: SourceContext) -> Optional[KmsgSource]:
         before_read = functools.partial(sim_kmsg.write_due, sim_dir)
     if not config.enabled:
         return None
-    state_dir = None if context.one_pass else os.path.dirname(cache_path(context))
+    state_dir = None if context.one_pass else context.state_dir
     journal = None
     if config.journal_fallback and not config.kmsg_path:
         journal = JournalReader(CommandRunner([config.journalctl], JOURNAL_TIMEOUT_SECONDS, max_concurrent=1,

@@ -62,15 +62,8 @@ def read_mapping(runner: Any, label: str) -> Tuple[Dict[ChipKey, Dict[str, int]]
 
 
 def cache_path(context: Any) -> str:
-    """The cache's path: in the state directory; a simulated host's own one when the config keeps the default
-    (as `npumon run --simulate` does), so a simulation never writes to the real /var/lib/npumon."""
-    from ...config.schema import CoreConfig  # late: the config schema imports the source list
-
-    state_dir = context.config.state_dir
-    sim_dir = getattr(context.target, "sim_state_dir", None)
-    if sim_dir and state_dir == CoreConfig.state_dir:
-        state_dir = os.path.join(sim_dir, "npumon-state")
-    return os.path.join(state_dir, CACHE_FILE)
+    """The cache's path: in the source's state directory (SourceContext.state_dir)."""
+    return os.path.join(context.state_dir, CACHE_FILE)
 
 
 class CachedIdentity:
