@@ -9,12 +9,9 @@ import pytest
 
 from clocked_host import ClockedHost
 from exposition_text import exposition, family_samples
+from simulated_pass import judged_pass
 from npumon.config.load import parse_config
-from npumon.rules.engine import RuleEngine
-from npumon.rules.loader import load_rules
 from npumon.sim.simulation import prepare_simulation
-from npumon.sources.collection import SourceSet
-from npumon.sources.target import Target
 
 # scenario -> the findings one full pass raises (each scenario's chip: its overrides' device id)
 ONE_PASS = {
@@ -32,16 +29,8 @@ ONE_PASS = {
 
 
 def full_pass(tmp_path, scenario, product=None):
-    sim = prepare_simulation(str(tmp_path / scenario), scenario, product=product, time_scale=0, latency_scale=0)
-    config = parse_config("probe: {enabled: false}\nnetwork: {timeout_seconds: 1}\n")
-    collection = SourceSet(config, Target(sim.npu_smi_argv, sim.env, sim.root, simulated=True, spawn=sim.spawn))
-    try:
-        snapshot = collection.collect_once()
-    finally:
-        collection.close()
-    rules, params = load_rules(config.rule_files)
-    # one pass, as `npumon check` judges it: a rule's `for:` does not delay it
-    return snapshot, RuleEngine(rules, params, one_shot=True).evaluate(snapshot, snapshot.time)
+    return judged_pass(tmp_path / scenario, scenario, "probe: {enabled: false}\nnetwork: {timeout_seconds: 1}\n",
+                       product)
 
 
 @pytest.mark.parametrize("scenario", sorted(ONE_PASS))

@@ -11,13 +11,8 @@ import sys
 import pytest
 
 from exposition_text import exposition, family_samples
-from npumon.config.load import parse_config
-from npumon.rules.engine import RuleEngine
-from npumon.rules.loader import load_rules
+from simulated_pass import judged_pass
 from npumon.sim.scenario import ScenarioError, load_scenario
-from npumon.sim.simulation import prepare_simulation
-from npumon.sources.collection import SourceSet
-from npumon.sources.target import Target
 
 ALL_CHIPS = {"npu{}/chip0".format(npu) for npu in range(8)}
 # scenario -> the runtime-* findings one full pass raises
@@ -38,15 +33,7 @@ QUIET = "poll:\n" + "".join("  {}_seconds: 0\n".format(tier) for tier in ("usage
 
 
 def full_pass(tmp_path, scenario):
-    sim = prepare_simulation(str(tmp_path / scenario), scenario, time_scale=0, latency_scale=0)
-    config = parse_config(QUIET + "probe: {skip_busy_above_ratio: null}\n")
-    collection = SourceSet(config, Target(sim.npu_smi_argv, sim.env, sim.root, simulated=True, spawn=sim.spawn))
-    try:
-        snapshot = collection.collect_once()
-    finally:
-        collection.close()
-    rules, params = load_rules(config.rule_files)
-    return snapshot, RuleEngine(rules, params, one_shot=True).evaluate(snapshot, snapshot.time)
+    return judged_pass(tmp_path / scenario, scenario, QUIET + "probe: {skip_busy_above_ratio: null}\n")
 
 
 @pytest.mark.integration
