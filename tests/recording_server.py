@@ -35,9 +35,15 @@ class RecordingServer:
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self):
+                self._record_and_answer("POST")
+
+            def do_GET(self):
+                self._record_and_answer("GET")
+
+            def _record_and_answer(self, method):
                 length = int(self.headers.get("Content-Length") or 0)
                 parts = urlsplit(self.path)
-                recorded = Recorded("POST", parts.path, parts.query, dict(self.headers), self.rfile.read(length))
+                recorded = Recorded(method, parts.path, parts.query, dict(self.headers), self.rfile.read(length))
                 # Recorded before answering: the client may look at `requests` as soon as it has the answer.
                 with server._arrived:
                     server.requests.append(recorded)

@@ -6,12 +6,11 @@ import json
 import os
 import shutil
 import tempfile
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs
 
 import pytest
 
+from recording_server import RecordingServer, json_reply
 from npumon.sources.k8s.annotations import PodAnnotations, apply_annotations, parse_annotations, pods_from_list
 from npumon.sources.k8s.devices import PodDevices
 
@@ -59,42 +58,6 @@ def test_a_pod_list_and_what_is_not_one():
 
 # --- end to end ----------------------------------------------------------------------------------------------
 
-class FakeApiServer:
-    """GET /api/v1/pods on 127.0.0.1: records the requests, answers `status` with `document`."""
-
-    def __init__(self, document, status=200):
-        self.requests = []
-        owner = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self):
-                owner.requests.append((self.path, dict(self.headers)))
-                body = json.dumps(document).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args):
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-    @property
-    def url(self):
-        return "http://127.0.0.1:{}".format(self.httpd.server_address[1])
-
-
 VOLCANO_PODS = [("train", "job", [("worker", [(A910, ["Ascend910-3", "Ascend910-4"])])]),  # kubelet's random ids
                 ("dyn", "small", [("model", [("huawei.com/npu-core", ["npu-core-8", "npu-core-9"])])])]
 POD_LIST = {"kind": "PodList", "items": [
@@ -127,12 +90,12 @@ def test_volcanos_real_chips_replace_the_kubelets_ids(tmp_path, socket_dir, caps
     pytest.importorskip("grpc")
     from kubelet_server import FakeKubelet
     socket = os.path.join(socket_dir, "kubelet.sock")
-    with FakeKubelet(socket, VOLCANO_PODS, ALL_CHIPS), FakeApiServer(POD_LIST) as api:
-        document, pods = run_check(tmp_path, socket, api.url, capsys)
-    path, headers = api.requests[0]
-    assert urlsplit(path).path == "/api/v1/pods"
-    assert parse_qs(urlsplit(path).query) == {"fieldSelector": ["spec.nodeName=node-1"]}
-    assert headers["Authorization"] == "Bearer secret-token"
+    with FakeKubelet(socket, VOLCANO_PODS, ALL_CHIPS), RecordingServer(json_reply(POD_LIST)) as api:
+        document, pods = run_check(tmp_path, socket, api.url(""), capsys)
+    request = api.requests[0]
+    assert request.method == "GET" and request.path == "/api/v1/pods"
+    assert parse_qs(request.query) == {"fieldSelector": ["spec.nodeName=node-1"]}
+    assert request.headers["Authorization"] == "Bearer secret-token"
     assert document["sources"]["kubernetes"]["error"] is None
     for npu in (0, 1):  # each chip lists the id that names it, and what the kubelet had for the container
         assert pods[npu] == [{"namespace": "train", "pod": "job", "container": "worker", "resource": A910,
@@ -148,8 +111,8 @@ def test_an_api_server_that_refuses_leaves_the_kubelets_ids_and_says_why(tmp_pat
     pytest.importorskip("grpc")
     from kubelet_server import FakeKubelet
     socket = os.path.join(socket_dir, "kubelet.sock")
-    with FakeKubelet(socket, VOLCANO_PODS, ALL_CHIPS), FakeApiServer({"kind": "Status"}, status=403) as api:
-        document, pods = run_check(tmp_path, socket, api.url, capsys)
+    with FakeKubelet(socket, VOLCANO_PODS, ALL_CHIPS), RecordingServer(json_reply({"kind": "Status"}, status=403)) as api:
+        document, pods = run_check(tmp_path, socket, api.url(""), capsys)
     status = document["sources"]["kubernetes"]
     assert status["ok"] is True
     assert status["error"].startswith("annotations not read, kubelet ids shown: API server answered HTTP 403 (the "
