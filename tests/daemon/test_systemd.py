@@ -114,15 +114,22 @@ def test_unit_opens_the_npu_nodes_by_group_with_bounded_files_and_says_what_kmsg
         assert needed in text
 
 
-def test_ipaddressallow_dropin_loads_clean_and_sets_an_allow_list(tmp_path):
-    analyze = systemd_analyze()
+def verified_with_dropin(analyze, tmp_path, dropin, name):
+    """The unit installed in tmp_path with `dropin` as npumon.service.d/NAME beside it; `systemd-analyze verify`
+    must load the two without a word. Returns the unit's path."""
     copy = installed_copy(UNIT, tmp_path)
     dropin_dir = tmp_path / "npumon.service.d"
     dropin_dir.mkdir()
-    shutil.copy(IP_DROPIN, str(dropin_dir / "ipaddressallow.conf"))
+    shutil.copy(dropin, str(dropin_dir / name))
     result = subprocess.run([analyze, "verify", copy], capture_output=True, text=True, timeout=60,
                             cwd=str(tmp_path))
     assert result.returncode == 0 and result.stdout + result.stderr == "", result.stdout + result.stderr
+    return copy
+
+
+def test_ipaddressallow_dropin_loads_clean_and_sets_an_allow_list(tmp_path):
+    analyze = systemd_analyze()
+    copy = verified_with_dropin(analyze, tmp_path, IP_DROPIN, "ipaddressallow.conf")
     values = dict(unit_settings(IP_DROPIN))
     assert values["IPAddressDeny"] == "any"
     assert "localhost" in [value for key, value in unit_settings(IP_DROPIN) if key == "IPAddressAllow"]
@@ -139,13 +146,7 @@ def test_ipaddressallow_dropin_loads_clean_and_sets_an_allow_list(tmp_path):
 
 def test_kmsg_dropin_loads_clean_and_opens_only_the_kernel_log(tmp_path):
     analyze = systemd_analyze()
-    copy = installed_copy(UNIT, tmp_path)
-    dropin_dir = tmp_path / "npumon.service.d"
-    dropin_dir.mkdir()
-    shutil.copy(KMSG_DROPIN, str(dropin_dir / "kmsg.conf"))
-    result = subprocess.run([analyze, "verify", copy], capture_output=True, text=True, timeout=60,
-                            cwd=str(tmp_path))
-    assert result.returncode == 0 and result.stdout + result.stderr == "", result.stdout + result.stderr
+    verified_with_dropin(analyze, tmp_path, KMSG_DROPIN, "kmsg.conf")
     assert unit_settings(KMSG_DROPIN) == [("ProtectKernelLogs", "no"), ("DeviceAllow", "/dev/kmsg r"),
                                           ("CapabilityBoundingSet", "CAP_SYSLOG")]
 
