@@ -29,7 +29,8 @@ from prometheus_client.core import Metric
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import CollectorRegistry
 
-OPENMETRICS_EOF = b"# EOF\n"
+from .encode import encode_families
+
 MAX_FORMATS = 4  # negotiated formats kept rendered (Accept headers could name arbitrary versions)
 
 
@@ -37,16 +38,6 @@ class Exposition(NamedTuple):
     content_type: str
     body: bytes  # gzipped when `gzipped`
     gzipped: bool
-
-
-class _Families:
-    """A fixed list of families, in the shape prometheus_client's encoders read (`collect()`)."""
-
-    def __init__(self, families: Iterable[Metric]) -> None:
-        self._families = families
-
-    def collect(self) -> Iterable[Metric]:
-        return self._families
 
 
 class _Live:
@@ -149,10 +140,7 @@ def _cacheable(collector) -> bool:
 
 
 def _body(encoder, families: Iterable[Metric], openmetrics: bool) -> bytes:
-    body = encoder(_Families(list(families)))
-    if openmetrics and body.endswith(OPENMETRICS_EOF):
-        body = body[:-len(OPENMETRICS_EOF)]  # the tail ends the whole body with it
-    return body
+    return encode_families(families, encoder, openmetrics)  # without `# EOF`: the tail ends the whole body
 
 
 def serve_metrics(registry: CollectorRegistry, accept: str, gzip_wanted: bool) -> Exposition:

@@ -1,0 +1,98 @@
+"""The direct writer of gauge and counter families gives prometheus_client's own bytes, in both formats and under
+every Accept header a scraper sends, for every built-in family and for hostile names, help texts and values."""
+
+import math
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, InfoMetricFamily
+from prometheus_client.exposition import choose_encoder
+
+from npumon.outputs import encode
+from npumon.outputs.exporter import ExporterView, render_families
+from simulated_pass import judged_pass
+
+ACCEPT_HEADERS = [
+    "",  # curl: the text format
+    "text/plain;version=0.0.4;q=0.5,*/*;q=0.1",
+    "application/openmetrics-text;version=1.0.0;q=0.9,text/plain;version=0.0.4;q=0.5,*/*;q=0.1",  # Prometheus
+    "application/openmetrics-text; version=1.0.0; escaping=allow-utf-8",
+    "application/openmetrics-text; version=1.0.0; escaping=dots",  # rewrites names: prometheus_client writes it
+    "text/plain; version=1.0.0; escaping=underscores",
+]
+
+
+class _Registry:
+    def __init__(self, families):
+        self.families = families
+
+    def collect(self):
+        return self.families
+
+
+def _both(families, accept):
+    encoder, content_type = choose_encoder(accept)
+    openmetrics = content_type.startswith("application/openmetrics-text")
+    expected = encoder(_Registry(families))
+    if openmetrics:
+        expected = expected[:-len(b"# EOF\n")]
+    return encode.encode_families(families, encoder, openmetrics), expected
+
+
+@pytest.fixture(scope="module")
+def built_in_families(tmp_path_factory):
+    """Every family the exporter renders for a simulated A3 with an alarm, native and npu-exporter's."""
+    snapshot, findings = judged_pass(tmp_path_factory.mktemp("encode"), "health-alarm", product="atlas-a3")
+    return render_families(ExporterView(snapshot=snapshot, findings=findings), npu_exporter_compat=True)
+
+
+@pytest.mark.parametrize("accept", ACCEPT_HEADERS)
+def test_built_in_families_are_written_as_prometheus_client_writes_them(built_in_families, accept):
+    assert len(built_in_families) > 100
+    written, expected = _both(built_in_families, accept)
+    assert written == expected
+
+
+def test_the_built_in_families_are_written_directly():
+    encoder, _ = choose_encoder("application/openmetrics-text;version=1.0.0")
+    assert encode.writes_directly(encoder, True)
+    assert encode.writes_directly(choose_encoder("")[0], False)
+    assert not encode.writes_directly(choose_encoder("application/openmetrics-text; version=1.0.0; escaping=dots")[0],
+                                      True)
+
+
+def test_shapes_it_does_not_write_go_through_prometheus_client():
+    histogram = HistogramMetricFamily("npumon_h_seconds", "h", labels=("a",))
+    histogram.add_metric(("x",), buckets=[("0.1", 1), ("+Inf", 2)], sum_value=0.3)
+    info = InfoMetricFamily("npumon_i", "i", labels=("a",))
+    info.add_metric(("x",), {"v": "1"})
+    with_unit = GaugeMetricFamily("npumon_u_seconds", "u", unit="seconds", value=1)
+    with_timestamp = GaugeMetricFamily("npumon_t", "t", labels=("a",))
+    with_timestamp.add_metric(("x",), 1, timestamp=1700000000.5)
+    colon = GaugeMetricFamily("npumon:recorded", "recorded", value=2)
+    created = CounterMetricFamily("npumon_c", "c", value=3, created=1700000000.0)
+    for accept in ACCEPT_HEADERS:
+        written, expected = _both([histogram, info, with_unit, with_timestamp, colon, created], accept)
+        assert written == expected
+
+
+_TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=12)
+_VALUE = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(-2 ** 70, 2 ** 70).map(float),
+                   st.sampled_from([0.0, -0.0, 1e6, 123456789.0, 1e-7, 65536.0 * 1024 * 1024]))
+_LABEL_NAME = st.from_regex(r"[a-zA-Z_][a-zA-Z0-9_]{0,6}", fullmatch=True).filter(lambda n: not n.startswith("__"))
+
+
+@given(documentation=_TEXT, label_names=st.lists(_LABEL_NAME, min_size=0, max_size=3, unique=True),
+       rows=st.lists(st.tuples(st.lists(_TEXT, min_size=3, max_size=3), _VALUE), max_size=4),
+       counter=st.booleans(), accept=st.sampled_from(ACCEPT_HEADERS))
+def test_any_gauge_or_counter_is_written_as_prometheus_client_writes_it(documentation, label_names, rows, counter,
+                                                                        accept):
+    kind = CounterMetricFamily if counter else GaugeMetricFamily
+    family = kind("npumon_any", documentation, labels=label_names)
+    for values, value in rows:
+        if counter and (math.isnan(value) or value < 0):
+            continue  # prometheus_client refuses them
+        family.add_metric(values[:len(label_names)], value)
+    written, expected = _both([family], accept)
+    assert written == expected
