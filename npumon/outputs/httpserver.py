@@ -48,7 +48,7 @@ DEFAULT_MAX_CONNECTIONS = 512  # well under the usual 1024 open files, leaving r
 DEFAULT_REQUEST_TIMEOUT_SECONDS = 10.0
 MAX_HEAD_BYTES = 32 * 1024  # a scrape's head is a few hundred bytes
 EVICT_AFTER_SECONDS = 2.0  # at the cap, a connection without a complete request after this long makes room
-LOOP_TICK_SECONDS = 0.1  # the loop's longest wait: stop() and deadlines are noticed within it
+_WAKE = object()  # the selector key data of the socket stop() writes to, so the loop never has to tick
 ACCEPT_BATCH = 64  # accepts per wake-up, so a burst of connections cannot starve the heads being read
 ACCEPT_BACKOFF_SECONDS = (0.05, 1.0)  # first and longest pause after accept() ran out of file descriptors
 OUT_OF_DESCRIPTORS = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
@@ -87,6 +87,7 @@ class BoundedHTTPServer:
         self.app = None  # what the handler reads; set by the owner
         self._log = LineBudget(log)
         self._selector = selectors.DefaultSelector()
+        self._wake_reader, self._wake_writer = socket.socketpair()
         self._reading: Dict[int, Connection] = {}  # connections still sending their head (loop thread only)
         self._ready: Deque[Connection] = deque()  # heads complete, waiting for a worker
         self._ready_changed = threading.Condition()
@@ -104,6 +105,8 @@ class BoundedHTTPServer:
         """Start the workers (all of them, once) and the loop."""
         self.listener.setblocking(False)
         self._selector.register(self.listener, selectors.EVENT_READ, None)
+        self._wake_reader.setblocking(False)
+        self._selector.register(self._wake_reader, selectors.EVENT_READ, _WAKE)
         for index in range(self.limits.workers):
             worker = threading.Thread(target=self._work, name="npumon-web-{}".format(index), daemon=True)
             worker.start()
@@ -115,6 +118,10 @@ class BoundedHTTPServer:
         """Stop accepting and close the listener and every connection not yet with a worker. Requests being
         answered end by their deadline on their own daemon threads."""
         self._stopping.set()
+        try:
+            self._wake_writer.send(b"x")
+        except OSError:
+            pass  # the buffer is full: the loop is awake already
         with self._ready_changed:
             self._ready_changed.notify_all()
         if self._loop is not None:
@@ -123,6 +130,8 @@ class BoundedHTTPServer:
             worker.join(0.05)
         self._selector.close()
         self.listener.close()
+        self._wake_reader.close()
+        self._wake_writer.close()
 
     def warn(self, message: str, *args) -> None:
         """One line about a failed connection or request, within the server's log budget."""
@@ -153,7 +162,9 @@ class BoundedHTTPServer:
 
     def _run_loop(self) -> None:
         while not self._stopping.is_set():
-            for key, _ in self._selector.select(LOOP_TICK_SECONDS):
+            for key, _ in self._selector.select(self._wait_seconds(time.monotonic())):
+                if key.data is _WAKE:
+                    continue  # stop(): the while condition sees it
                 try:
                     if key.data is None:
                         self._accept()
@@ -175,6 +186,14 @@ class BoundedHTTPServer:
         with self._ready_changed:
             while self._ready:
                 self._close(self._ready.popleft())
+
+    def _wait_seconds(self, now: float) -> Optional[float]:
+        """How long the loop may wait for a socket: until the nearest deadline it keeps (a connection still
+        sending its head, the end of an accept pause), or without end (None) when there is none."""
+        deadlines = [connection.deadline for connection in self._reading.values()]
+        if self._accept_paused_until is not None:
+            deadlines.append(self._accept_paused_until)
+        return max(0.0, min(deadlines) - now) if deadlines else None
 
     def _accept(self) -> None:
         for _ in range(ACCEPT_BATCH):

@@ -14,6 +14,7 @@ simulated host prepared elsewhere (the fleet demo):
 import argparse
 import http.server
 import signal
+import socket
 import sys
 import threading
 from typing import Optional, Sequence
@@ -87,15 +88,26 @@ class QueueServer:
         return "http://{}:{}{}".format("[{}]".format(host) if ":" in host else host, self.port, METRICS_PATH)
 
     def start(self) -> "QueueServer":
-        # A short poll interval: shutdown() waits for it, and `npumon check` should not linger on exit.
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
+        # A long poll interval, so that an idle endpoint costs a simulated daemon nothing; stop() wakes the
+        # loop with a connection of its own instead, so that `npumon check` does not linger on exit.
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 5.0},
                                         name="sim-queue-server", daemon=True)
         self._thread.start()
         return self
 
     def stop(self) -> None:
         if self._thread is not None:
-            self._server.shutdown()
+            stopping = threading.Thread(target=self._server.shutdown, name="sim-queue-server-stop", daemon=True)
+            stopping.start()
+            for _ in range(20):  # a connection wakes the loop; another one if it came before the shutdown flag
+                try:
+                    socket.create_connection(self._server.server_address[:2], timeout=1.0).close()
+                except OSError:
+                    pass  # the loop still ends within its poll interval
+                self._thread.join(0.05)
+                if not self._thread.is_alive():
+                    break
+            stopping.join()
             self._thread.join()
             self._thread = None
         self._server.server_close()

@@ -249,6 +249,27 @@ def test_the_servers_threads_are_started_once_and_stay_so_many(serve, clients):
     assert threading.active_count() == before + 4
 
 
+def test_an_idle_server_waits_without_waking_and_stops_at_once(serve, clients):
+    """The loop sleeps until a socket or stop() wakes it (an idle daemon pays nothing for it), and still keeps
+    a half-sent request's deadline."""
+    server = serve(workers=1, max_connections=4, client_timeout=0.5)
+    loop = server._server
+    selects = []
+    select_once = loop._selector.select
+    loop._selector.select = lambda timeout=None: selects.append(timeout) or select_once(timeout)
+    time.sleep(1.0)
+    assert len(selects) <= 1 and selects[-1:] in ([], [None])  # one wait without end, not a tick every 0.1 s
+
+    sock = clients(server.port)
+    sock.sendall(HEAD_START)  # never finished: the wait is bounded by its deadline now
+    assert closed_by_server(sock, 3.0)
+    assert any(timeout is not None and 0 < timeout <= 0.5 for timeout in selects)
+
+    started = time.monotonic()
+    server.stop()
+    assert time.monotonic() - started < 0.5
+
+
 def test_out_of_file_descriptors_accept_backs_off_and_health_says_so(tmp_path):
     """A subprocess uses up its own open-file limit; clients wait in the backlog, which keeps the listener
     readable: the accept loop must not spin, health must say it cannot accept, and it must recover."""
