@@ -53,9 +53,11 @@ def _time_scale(text: str) -> float:
 def cmd_run(args: argparse.Namespace) -> int:
     from ..outputs.web import WebServerError, parse_listen
     from ..daemon.daemon import Daemon
+    from ..daemon.memory import limit_malloc_arenas
     from ..daemon.state import StartupError
     from ..rules.loader import RuleError
 
+    limit_malloc_arenas()  # before any thread starts
     sim_state_dirs: List[str] = []
 
     def reload_config() -> Config:

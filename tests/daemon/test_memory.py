@@ -1,0 +1,49 @@
+"""The daemon's malloc arena limit: glibc takes it, an operator's MALLOC_ARENA_MAX wins, and threads that
+allocate at once then share two arenas (counted from glibc's own malloc_stats())."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from npumon.daemon.memory import limit_malloc_arenas
+
+THREADS = """
+import ctypes, sys, threading
+from npumon.daemon.memory import limit_malloc_arenas
+if sys.argv[1] == "limit":
+    assert limit_malloc_arenas()
+barrier = threading.Barrier(8)
+def allocate():
+    barrier.wait()  # all at once, so that glibc would give each its own arena
+    kept = [bytearray(4096) for _ in range(2000)]
+    barrier.wait()
+threads = [threading.Thread(target=allocate) for _ in range(8)]
+for thread in threads: thread.start()
+for thread in threads: thread.join()
+ctypes.CDLL(None).malloc_stats()  # one "Arena N:" block per arena, on stderr
+"""
+
+
+def arenas(mode):
+    env = {key: value for key, value in os.environ.items() if key != "MALLOC_ARENA_MAX"}
+    done = subprocess.run([sys.executable, "-c", THREADS, mode], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done.stderr.count("Arena ")
+
+
+def glibc():
+    return os.confstr("CS_GNU_LIBC_VERSION") if hasattr(os, "confstr") else None
+
+
+@pytest.mark.skipif(not glibc(), reason="glibc only")
+def test_threads_allocating_at_once_share_two_arenas():
+    assert arenas("limit") <= 2
+    assert arenas("free") > 2  # without the limit glibc makes more: the test could tell
+
+
+@pytest.mark.skipif(not glibc(), reason="glibc only")
+def test_an_operators_malloc_arena_max_wins(monkeypatch):
+    monkeypatch.setenv("MALLOC_ARENA_MAX", "4")
+    assert limit_malloc_arenas() is False
