@@ -31,6 +31,9 @@ from prometheus_client.registry import CollectorRegistry
 
 from .encode import encode_families
 
+# Level 1: for the A3's ~330 KB, 0.7 ms of CPU and 27.5 KB instead of 2.0 ms and 21.8 KB at zlib's default 6;
+# a scrape crosses a LAN, and the CPU is the host's.
+GZIP_LEVEL = 1
 MAX_FORMATS = 4  # negotiated formats kept rendered (Accept headers could name arbitrary versions)
 
 
@@ -69,7 +72,7 @@ class _Format:
     def gzip_prefix(self) -> Tuple[bytes, "zlib._Compress"]:
         with self._gzip_lock:
             if self._gzip is None:
-                compressor = zlib.compressobj(6, zlib.DEFLATED, 16 + zlib.MAX_WBITS)  # 16+: a gzip header
+                compressor = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, 16 + zlib.MAX_WBITS)  # 16+: a gzip header
                 self._gzip = (compressor.compress(self.prefix) + compressor.flush(zlib.Z_SYNC_FLUSH), compressor)
             return self._gzip
 
@@ -149,4 +152,4 @@ def serve_metrics(registry: CollectorRegistry, accept: str, gzip_wanted: bool) -
         return registry.exposition(accept, gzip_wanted)
     encoder, content_type = choose_encoder(accept)
     body = encoder(registry)
-    return Exposition(content_type, gzip.compress(body) if gzip_wanted else body, gzip_wanted)
+    return Exposition(content_type, gzip.compress(body, GZIP_LEVEL) if gzip_wanted else body, gzip_wanted)
