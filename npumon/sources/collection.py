@@ -14,7 +14,7 @@ import time
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from ..config.schema import Config
-from ..model import HostSample, Snapshot
+from ..model import ChipSample, HostSample, Snapshot
 from .base import Parts, Source, SourceContext, SourceSpec, Tier
 from . import registry
 from .runner import CommandRunner
@@ -51,6 +51,10 @@ class SourceSet:
         self._hostname = target.host_name()
         self._lock = threading.Lock()
         self._polling: Dict[str, int] = {}
+        # The latest Snapshot built and how many polls had ended then: a poll that starts before another one
+        # ends takes its chips from it instead of building its own (tiers due together start together).
+        self._ended_polls = 0
+        self._latest: Optional[Tuple[int, Snapshot]] = None
 
     def close(self) -> None:
         """Kill the calls still running and refuse new ones, so that nothing outlives npumon."""
@@ -72,12 +76,21 @@ class SourceSet:
         with self._lock:
             self._polling[tier] = self._polling.get(tier, 0) + 1
         try:
-            return _guarded(tier, source.poll, tier, self.snapshot().chips)
+            return _guarded(tier, source.poll, tier, self._latest_chips())
         finally:
             with self._lock:
                 self._polling[tier] -= 1
                 if not self._polling[tier]:
                     del self._polling[tier]
+                self._ended_polls += 1
+
+    def _latest_chips(self) -> List[ChipSample]:
+        """The chips of a Snapshot built after the last poll ended (the one just built, or a new one)."""
+        with self._lock:
+            latest = self._latest
+            if latest is not None and latest[0] == self._ended_polls:
+                return latest[1].chips
+        return self.snapshot().chips
 
     def polling(self) -> List[str]:
         """The tiers whose poll is running now."""
@@ -85,13 +98,18 @@ class SourceSet:
             return sorted(self._polling)
 
     def snapshot(self) -> Snapshot:
+        with self._lock:
+            ended_polls = self._ended_polls
         now = self.clock()
         parts = Parts(time=now, host=HostSample(hostname=self._hostname))
         statuses = {}
         for source in self.sources:
             parts = _guarded(source.name, source.contribute, parts, now) or parts
             statuses.update(_guarded(source.name, source.statuses, now) or {})
-        return parts.snapshot(statuses)
+        snapshot = parts.snapshot(statuses)
+        with self._lock:
+            self._latest = (ended_polls, snapshot)
+        return snapshot
 
     def collect_once(self, full: bool = True, also: Sequence[str] = (), within: Optional[float] = None) -> Snapshot:
         """Every tier once (`full`; else the quick ones and those named in `also`): the primary first (the

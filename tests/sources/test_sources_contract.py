@@ -15,7 +15,7 @@ import example_source
 from npumon.cli.main import main as npumon_main
 from npumon.config.load import parse_config
 from npumon.config.schema import SECTIONS, Config
-from npumon.model import HostSample
+from npumon.model import ChipSample, HostSample, SourceStatus
 from npumon.outputs.exporter import ExporterView, build_registry
 from npumon.outputs.report import status_document
 from npumon.rules.engine import RuleEngine
@@ -23,7 +23,7 @@ from npumon.rules.loader import load_rules
 from npumon.sim.queue_server import QueueServer
 from npumon.sim.simulation import prepare_simulation
 from npumon.sources import registry
-from npumon.sources.base import Parts, Source, SourceContext
+from npumon.sources.base import Parts, Source, SourceContext, SourceSpec, Tier
 from npumon.sources.collection import SourceSet
 from npumon.sources.runner import CommandRunner
 from npumon.sources.target import Target
@@ -199,3 +199,52 @@ def test_a_stale_serving_depth_leaves_the_snapshot_although_the_host_facts_are_s
     assert later.host.cpu_count is not None and later.sources["host"].ok
     assert later.host.serving_queue_depth is None
     assert not later.sources["serving-queue"].ok and later.sources["serving-queue"].error.startswith("stale")
+
+
+# -- the chips a poll is given ----------------------------------------------------------------------------------
+
+
+class _Counting:
+    """A source with one tier that lists `chips` chips (its count goes up by one per poll) and records the chips
+    each poll was given and how often its contribute() ran."""
+
+    def __init__(self, name):
+        self.name, self.listed, self.given, self.contributed = name, 1, [], 0
+
+    def tiers(self):
+        return [Tier(self.name, 5.0, primary=self.name == "table")]
+
+    def poll(self, tier, chips):
+        self.given.append(len(chips))
+        if self.name == "table":
+            self.listed += 1
+
+    def statuses(self, now):
+        return {self.name: SourceStatus(ok=True)}
+
+    def contribute(self, parts, now):
+        self.contributed += 1
+        if self.name != "table":
+            return parts
+        return dataclasses.replace(parts, chips=tuple(ChipSample(npu=n, chip=0) for n in range(self.listed)))
+
+    def close(self):
+        pass
+
+
+def test_polls_that_start_together_share_the_latest_snapshot_and_one_that_follows_a_poll_sees_its_chips(tmp_path):
+    sim = prepare_simulation(str(tmp_path / "sim"), "healthy", time_scale=0)
+    sources = {name: _Counting(name) for name in ("table", "other")}
+    specs = [SourceSpec(name, lambda context, source=source: source) for name, source in sources.items()]
+    collection = SourceSet(parse_config(""), Target(sim.npu_smi_argv, sim.env, sim.root, simulated=True),
+                           specs=specs)
+    try:
+        assert len(collection.snapshot().chips) == 1  # as the daemon's publish builds it
+        collection.poll("other")  # nothing ended since: the published snapshot's chips, no new walk
+        assert sources["table"].contributed == 1 and sources["other"].given == [1]
+        collection.poll("table")  # ended since: a new walk
+        assert sources["table"].contributed == 2 and sources["table"].given == [1]
+        collection.poll("other")  # the table's poll ended: its second chip is there
+        assert sources["table"].contributed == 3 and sources["other"].given == [1, 2]
+    finally:
+        collection.close()
