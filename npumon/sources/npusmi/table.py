@@ -198,24 +198,34 @@ def _cells(row: str) -> List[str]:
 
 def _find_chip_header(lines: List[str]) -> Optional[int]:
     for index, line in enumerate(lines):
-        if line.startswith("|") and "Health" in line:
-            names = _HEADER_NAME.findall(line.replace("|", " "))
-            if "Health" in names and ("NPU" in names or "NPU ID" in names):
-                return index
+        if line.startswith("|") and "Health" in line and _is_chip_header(line):
+            return index
     return None
+
+
+# Cached by line, as the layouts are: a daemon reads the same header and title rows every poll.
+@functools.lru_cache(maxsize=64)
+def _is_chip_header(line: str) -> bool:
+    names = _HEADER_NAME.findall(line.replace("|", " "))
+    return "Health" in names and ("NPU" in names or "NPU ID" in names)
 
 
 def _title_versions(lines: List[str]) -> Tuple[Optional[str], Optional[str]]:
     for line in lines:
         if line.startswith("|") and "npu-smi" in line:
-            tool = _TITLE_TOOL.search(line)
-            driver = _TITLE_DRIVER.search(line)
-            return (tool.group(1) if tool else None, driver.group(1) if driver else None)
+            return _title_line_versions(line)
     return None, None
 
 
+@functools.lru_cache(maxsize=64)
+def _title_line_versions(line: str) -> Tuple[Optional[str], Optional[str]]:
+    tool = _TITLE_TOOL.search(line)
+    driver = _TITLE_DRIVER.search(line)
+    return (tool.group(1) if tool else None, driver.group(1) if driver else None)
+
+
 def _warnings(text: str, lines: List[str]) -> Tuple[str, ...]:
-    if "[WARNING]" not in text:  # the usual case; skips a pass over every line
+    if "[" not in text or "[WARNING]" not in text:  # the usual case; a lone "[" is found by memchr
         return ()
     return tuple(line for line in lines if line.startswith("[WARNING]"))
 
@@ -237,11 +247,12 @@ class _RowLayout:
     """A header row turned into a regex for its data rows, and per regex group the field it fills
     and the function that converts the matched text."""
 
-    def __init__(self, cell_patterns: List[str], fields: List[str]):
+    def __init__(self, cell_patterns: List[str], fields: List[str], whole_cells: Tuple[str, ...] = ()):
         self.source = r"\|" + r"\|".join(cell_patterns) + r"\|"  # also read by table_fast.py
         self.pattern = re.compile(self.source + r"\Z")
         self.fields = tuple(fields)
-        self.converters = tuple(_CONVERTERS[field] for field in fields)
+        # a field in `whole_cells` is read from a _WHOLE_CELL group, padding and all
+        self.converters = tuple(_text if field in whole_cells else _CONVERTERS[field] for field in fields)
         # The builtin int for integer columns: faster than _int, and it raises ValueError on all
         # that _int has to look at (NA, '-', hex, garbage); read() then falls back to _int.
         self.fast_converters = tuple(int if convert is _int else convert for convert in self.converters)
@@ -291,7 +302,7 @@ def _chip_layout(header: str) -> _RowLayout:
 @functools.lru_cache(maxsize=64)
 def _process_layout(header: str) -> _RowLayout:
     first_cell, *other_cells = _cells(header)
-    id_patterns, fields = [], []
+    id_patterns, fields, whole_cells = [], [], []
     for name in _HEADER_NAME.findall(first_cell):
         field = _PROCESS_ID_COLUMNS.get(name)
         id_patterns.append(_ONE if field else r"[^\s|]+")
@@ -304,7 +315,8 @@ def _process_layout(header: str) -> _RowLayout:
         else:
             cell_patterns.append(_WHOLE_CELL if field == "name" else _cell([_ONE]))
             fields.append(field)
-    return _RowLayout(cell_patterns, fields)
+            whole_cells.extend([field] if field == "name" else [])
+    return _RowLayout(cell_patterns, fields, tuple(whole_cells))
 
 
 def _chip_layouts(lines: List[str], header_at: int) -> Tuple[_RowLayout, _RowLayout]:
@@ -323,12 +335,13 @@ def _chip_layouts(lines: List[str], header_at: int) -> Tuple[_RowLayout, _RowLay
 
 
 class _ChipPair:
-    """Both chip rows of a header as one block for the fast path: its regexes, fields and converters."""
+    """Both chip rows of a header as one block for the fast path: its regexes and how its records are built."""
 
     def __init__(self, row1: _RowLayout, row2: _RowLayout):
         self.blocks = table_fast.Blocks([row1.source, row2.source])
-        self.fields = row1.fields + row2.fields
-        self.converters = row1.converters + row2.converters
+        self.records = table_fast.Records(TableChip, _CHIP_DEFAULTS, row1.fields + row2.fields,
+                                          row1.converters + row2.converters, _COLUMN_KINDS, ("npu", "chip"),
+                                          (("aicore_percent", "npu_util_percent"),))
 
 
 @functools.lru_cache(maxsize=64)
@@ -336,45 +349,53 @@ def _chip_pair(header1: str, header2: str) -> _ChipPair:
     return _ChipPair(_chip_layout(header1), _chip_layout(header2))
 
 
+class _ProcessRows:
+    """A process-table header for the fast path: its row regex and how its records are built, or
+    `readable` False where the careful reader has an error to raise."""
+
+    def __init__(self, layout: _RowLayout):
+        self.readable = "npu" in layout.fields and "pid" in layout.fields
+        self.blocks = table_fast.Blocks([layout.source])
+        required = ("npu", "pid", "chip") if "chip" in layout.fields else ("npu", "pid")
+        self.records = table_fast.Records(TableProcess, _PROCESS_DEFAULTS, layout.fields, layout.converters,
+                                          _COLUMN_KINDS, required)
+
+
 @functools.lru_cache(maxsize=64)
-def _process_blocks(header: str) -> table_fast.Blocks:
-    return table_fast.Blocks([_process_layout(header).source])
+def _process_rows(header: str) -> _ProcessRows:
+    return _ProcessRows(_process_layout(header))
 
 
 def _read_fast(lines: List[str], start: int) -> Tuple[Optional[List[TableChip]], Optional[int],
                                                        Optional[List[TableProcess]]]:
     """(chips, process header index, processes) where table_fast.py can read them; None for the chips (and
-    then all three) or for the processes where it leaves them to the careful readers below."""
+    then all three) or for the processes where it leaves them to the careful readers below. The header index
+    is only worked out for them: where the processes were read it is None."""
     pair = _chip_pair(lines[start - 2], lines[start - 1])
-    text = "\n".join(lines[start:])
+    text = "\n".join(lines[start:])  # the chips and the processes: one text, read at offsets
+    spaces = table_fast.spaces_only(text)
     try:
-        found = table_fast.chip_blocks(text, pair.blocks)
+        found = table_fast.chip_blocks(text, pair.blocks, 0, spaces)
         if found is None:
             return None, None, None
-        rows, offset = found
-        chips = table_fast.records(TableChip, _CHIP_DEFAULTS, pair.fields, pair.converters, _COLUMN_KINDS, rows,
-                                   ("npu", "chip"), (("aicore_percent", "npu_util_percent"),))
+        rows, header_offset = found
+        chips = pair.records.build(rows)
     except NpuSmiParseError:
         return None, None, None
-    if offset is None:
+    if header_offset < 0:
         return chips, None, []
-    header_at = start + offset
-    header = lines[header_at]
-    if not _is_closed_row(header):
-        return chips, header_at, None
-    layout = _process_layout(header)
-    if "npu" not in layout.fields or "pid" not in layout.fields:
-        return chips, header_at, None
-    required = ("npu", "pid", "chip") if "chip" in layout.fields else ("npu", "pid")
-    try:
-        rows = table_fast.process_blocks("\n".join(lines[header_at + 1:]), _process_blocks(header))
-        if rows is None:
-            return chips, header_at, None
-        processes = table_fast.records(TableProcess, _PROCESS_DEFAULTS, layout.fields, layout.converters,
-                                       _COLUMN_KINDS, rows, required)
-    except NpuSmiParseError:
-        return chips, header_at, None
-    return chips, header_at, processes
+    header_end = text.find("\n", header_offset)
+    header = text[header_offset:] if header_end < 0 else text[header_offset:header_end]
+    process_rows = _process_rows(header) if _is_closed_row(header) else None
+    if process_rows is not None and process_rows.readable:
+        try:
+            rows = table_fast.process_blocks(text, process_rows.blocks, len(text) if header_end < 0 else header_end + 1,
+                                             spaces)
+            if rows is not None:
+                return chips, None, process_rows.records.build(rows)
+        except NpuSmiParseError:
+            pass
+    return chips, start + text.count("\n", 0, header_offset), None
 
 
 def _read_chips(lines: List[str], start: int, row1: _RowLayout, row2: _RowLayout,
@@ -521,7 +542,13 @@ def _float(token: str) -> Optional[float]:
 
 
 def _text(token: str) -> Optional[str]:
+    """A whole cell (_WHOLE_CELL), padding and all."""
     token = token.strip()
+    return None if token in NULL_TOKENS else token
+
+
+def _token_text(token: str) -> Optional[str]:
+    """A `[^\\s|]+` token: no padding to strip."""
     return None if token in NULL_TOKENS else token
 
 
@@ -536,8 +563,8 @@ def _bus_id(token: str) -> Optional[str]:
 _CONVERTERS: Dict[str, Callable[[str], object]] = {
     "npu": _int,
     "chip": _int,
-    "name": _text,
-    "health": _text,
+    "name": _token_text,
+    "health": _token_text,
     "device_id": _int,
     "phy_id": _int,
     "bus_id": _bus_id,
@@ -566,7 +593,8 @@ def _bus_id_column(tokens: Tuple[str, ...], careful: Callable[[str], object]) ->
 
 # How the fast path converts a whole column of each converter (table_fast.py); others: token by token.
 _COLUMN_KINDS: Dict[object, Callable] = {_int: table_fast.int_column, _float: table_fast.float_column,
-                                         _text: table_fast.text_column, _bus_id: _bus_id_column}
+                                         _text: table_fast.text_column, _token_text: table_fast.token_text_column,
+                                         _bus_id: _bus_id_column}
 
 
 def _ratio(percent: Optional[float]) -> Optional[float]:
