@@ -153,6 +153,9 @@ def parse_info(text: str, skip_bad_rows: bool = False) -> MainTable:
     chip or process row is left out and its problem listed in `problems`, and so is a chip cut short."""
     if not isinstance(text, str):
         raise NpuSmiParseError("expected npu-smi output as text, got {}".format(type(text).__name__))
+    clean = _read_clean(text)
+    if clean is not None:
+        return clean
     # Blank lines carry nothing (copies from web pages are often double-spaced); dropping them
     # here means everything below sees table lines and plain-text lines only.
     lines = list(filter(None, map(str.strip, text.splitlines())))
@@ -373,17 +376,29 @@ def _read_fast(lines: List[str], start: int) -> Tuple[Optional[List[TableChip]],
     is only worked out for them: where the processes were read it is None."""
     pair = _chip_pair(lines[start - 2], lines[start - 1])
     text = "\n".join(lines[start:])  # the chips and the processes: one text, read at offsets
-    spaces = table_fast.spaces_only(text)
+    chips, header_offset, processes = _read_parts(text, 0, pair, table_fast.spaces_only(text))
+    if chips is None:
+        return None, None, None
+    if processes is None:
+        return chips, start + text.count("\n", 0, header_offset), None
+    return chips, None, processes
+
+
+def _read_parts(text: str, start: int, pair: _ChipPair,
+                spaces: bool) -> Tuple[Optional[List[TableChip]], int, Optional[List[TableProcess]]]:
+    """(chips, offset of the process header's line or -1, processes) from text[start:], a text of lines
+    joined by newlines; None for the chips or the processes where table_fast.py leaves them to the careful
+    readers."""
     try:
-        found = table_fast.chip_blocks(text, pair.blocks, 0, spaces)
+        found = table_fast.chip_blocks(text, pair.blocks, start, spaces)
         if found is None:
-            return None, None, None
+            return None, -1, None
         rows, header_offset = found
         chips = pair.records.build(rows)
     except NpuSmiParseError:
-        return None, None, None
+        return None, -1, None
     if header_offset < 0:
-        return chips, None, []
+        return chips, -1, []
     header_end = text.find("\n", header_offset)
     header = text[header_offset:] if header_end < 0 else text[header_offset:header_end]
     process_rows = _process_rows(header) if _is_closed_row(header) else None
@@ -392,10 +407,87 @@ def _read_fast(lines: List[str], start: int) -> Tuple[Optional[List[TableChip]],
             rows = table_fast.process_blocks(text, process_rows.blocks, len(text) if header_end < 0 else header_end + 1,
                                              spaces)
             if rows is not None:
-                return chips, None, process_rows.records.build(rows)
+                return chips, header_offset, process_rows.records.build(rows)
         except NpuSmiParseError:
             pass
-    return chips, start + text.count("\n", 0, header_offset), None
+    return chips, header_offset, None
+
+
+def _spaces_and_newlines_only(text: str) -> bool:
+    """For an ASCII text: True when its lines are its "\n"-separated pieces, padded with spaces only
+    (splitlines() also splits at the others, and strip() takes a tab or \x1f too). One memchr each."""
+    return ("\r" not in text and "\x0b" not in text and "\x0c" not in text and "\x1c" not in text
+            and "\x1d" not in text and "\x1e" not in text and "\t" not in text and "\x1f" not in text)
+
+
+def _read_clean(text: str) -> Optional[MainTable]:
+    """parse_info's answer for a clean text, read in place: the lines from the header on already stripped,
+    not a blank one among them, the parts all table_fast.py's (no warning line). None for any other text,
+    which parse_info reads through its lines. The rows are matched in `text` itself, so a row or a border
+    with padding, or a blank line, makes them not tile their span and this answers None: where it answers,
+    the text is exactly the lines joined by newlines that _read_fast would read."""
+    if not text.isascii() or not _spaces_and_newlines_only(text):
+        return None
+    if "[" in text and "[WARNING]" in text:
+        return None
+    header = _find_clean_header(text)
+    if header is None:
+        return None
+    header_start, header1, header2, chips_start = header
+    pair = _clean_chip_pair(header1, header2)
+    if pair is None:
+        return None  # parse_info raises, with its own message
+    chips, _, processes = _read_parts(text, chips_start, pair, True)
+    if chips is None or processes is None:
+        return None
+    tool_version, driver_version = _clean_title_versions(text, header_start)
+    return MainTable(tool_version=tool_version, driver_version=driver_version, chips=tuple(chips),
+                     processes=tuple(processes), warnings=(), problems=())
+
+
+def _find_clean_header(text: str) -> Optional[Tuple[str, str, str, int]]:
+    """(offset of the chip header's line, both header rows, offset of the line after them) as
+    _find_chip_header would find them in `text`'s lines (only a line with "Health" can be the header), or
+    None where there is none or a blank line follows it."""
+    position = text.find("Health")
+    while position >= 0:
+        line_start = text.rfind("\n", 0, position) + 1
+        line_end = text.find("\n", position)
+        if line_end < 0:
+            return None  # no second header row
+        line = text[line_start:line_end].strip()
+        if line.startswith("|") and _is_chip_header(line):
+            second_end = text.find("\n", line_end + 1)
+            second = text[line_end + 1:] if second_end < 0 else text[line_end + 1:second_end]
+            second = second.strip()
+            if not second:
+                return None
+            return line_start, line, second, len(text) if second_end < 0 else second_end + 1
+        position = text.find("Health", line_end)
+    return None
+
+
+@functools.lru_cache(maxsize=64)
+def _clean_chip_pair(header1: str, header2: str) -> Optional[_ChipPair]:
+    """_chip_pair for header rows _chip_layouts takes, None for those it raises on."""
+    try:
+        _chip_layouts([header1, header2], 0)
+    except NpuSmiParseError:
+        return None
+    return _chip_pair(header1, header2)
+
+
+def _clean_title_versions(text: str, end: int) -> Tuple[Optional[str], Optional[str]]:
+    """_title_versions of the lines of text[:end] (which ends at a line's start), found in place."""
+    position = text.find("npu-smi", 0, end)
+    while position >= 0:
+        line_start = text.rfind("\n", 0, position) + 1
+        line_end = text.find("\n", position, end)
+        line = text[line_start:line_end].strip()
+        if line.startswith("|"):
+            return _title_line_versions(line)
+        position = text.find("npu-smi", line_end, end)
+    return None, None
 
 
 def _read_chips(lines: List[str], start: int, row1: _RowLayout, row2: _RowLayout,
