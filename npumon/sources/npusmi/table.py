@@ -34,7 +34,8 @@ from .common import NULL_TOKENS, NpuSmiParseError, to_float, to_int
 _HEADER_NAME = re.compile(r"NPU ID|NPU Util\(%\)|\S+")
 _TITLE_TOOL = re.compile(r"npu-smi\s+(\S+)")
 _TITLE_DRIVER = re.compile(r"Version:\s*(\S+)")
-_NO_PROCESSES = re.compile(r"\|\s*No running processes found in NPU\b")
+_NO_PROCESSES_TEXT = "No running processes found in NPU"
+_NO_PROCESSES = re.compile(r"\|\s*" + _NO_PROCESSES_TEXT + r"\b")
 _BUS_ID_SOURCE = r"[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]"
 _BUS_ID = re.compile(_BUS_ID_SOURCE + r"\Z")
 _BUS_IDS = re.compile(r"(?:{0}\n)*{0}".format(_BUS_ID_SOURCE))  # a column of them, one a line
@@ -359,6 +360,7 @@ class _ProcessRows:
     def __init__(self, layout: _RowLayout):
         self.readable = "npu" in layout.fields and "pid" in layout.fields
         self.blocks = table_fast.Blocks([layout.source])
+        self.idle_blocks = table_fast.Blocks([layout.source], _NO_PROCESSES.pattern)  # for a table with an idle NPU
         required = ("npu", "pid", "chip") if "chip" in layout.fields else ("npu", "pid")
         self.records = table_fast.Records(TableProcess, _PROCESS_DEFAULTS, layout.fields, layout.converters,
                                           _COLUMN_KINDS, required)
@@ -403,9 +405,11 @@ def _read_parts(text: str, start: int, pair: _ChipPair,
     header = text[header_offset:] if header_end < 0 else text[header_offset:header_end]
     process_rows = _process_rows(header) if _is_closed_row(header) else None
     if process_rows is not None and process_rows.readable:
+        rows_start = len(text) if header_end < 0 else header_end + 1
+        idle = table_fast.find_mark(text, _NO_PROCESSES_TEXT, rows_start) >= 0
         try:
-            rows = table_fast.process_blocks(text, process_rows.blocks, len(text) if header_end < 0 else header_end + 1,
-                                             spaces)
+            rows = table_fast.process_blocks(text, process_rows.idle_blocks if idle else process_rows.blocks,
+                                             rows_start, spaces)
             if rows is not None:
                 return chips, header_offset, process_rows.records.build(rows)
         except NpuSmiParseError:
@@ -448,7 +452,7 @@ def _read_clean(text: str) -> Optional[MainTable]:
 def _find_clean_header(text: str) -> Optional[Tuple[str, str, str, int]]:
     """(offset of the chip header's line, both header rows, offset of the line after them) as
     _find_chip_header would find them in `text`'s lines (only a line with "Health" can be the header), or
-    None where there is none or a blank line follows it."""
+    None where there is none or either row is padded or blank."""
     position = text.find("Health")
     while position >= 0:
         line_start = text.rfind("\n", 0, position) + 1
@@ -459,9 +463,8 @@ def _find_clean_header(text: str) -> Optional[Tuple[str, str, str, int]]:
         if line.startswith("|") and _is_chip_header(line):
             second_end = text.find("\n", line_end + 1)
             second = text[line_end + 1:] if second_end < 0 else text[line_end + 1:second_end]
-            second = second.strip()
-            if not second:
-                return None
+            if len(line) != line_end - line_start or not second or second != second.strip():
+                return None  # padded header rows: the rows below will be padded too, and not read in place
             return line_start, line, second, len(text) if second_end < 0 else second_end + 1
         position = text.find("Health", line_end)
     return None

@@ -52,24 +52,35 @@ def spaces_only(text: str) -> bool:
 
 class Blocks:
     """The regex of one kind of block: its rows (each a whole line), then the border lines after them; one
-    for any ASCII text and one for a text of spaces only (see spaces_only)."""
+    for any ASCII text and one for a text of spaces only (see spaces_only). With `skipped_row`, a line that
+    starts so may stand in a block's rows' place and is passed over (the process table's "No running
+    processes found in NPU 0"), tried only where the rows do not fit, as the careful reader does."""
 
-    def __init__(self, row_sources: Sequence[str]):
-        self.any_space, self.space = (self._compile(row_sources, spaces) for spaces in (False, True))
+    def __init__(self, row_sources: Sequence[str], skipped_row: Optional[str] = None):
+        self.skips = skipped_row is not None
+        self.any_space, self.space = (self._compile(row_sources, skipped_row, spaces) for spaces in (False, True))
 
     @staticmethod
-    def _compile(row_sources: Sequence[str], spaces: bool):
+    def _compile(row_sources: Sequence[str], skipped_row: Optional[str], spaces: bool):
         rows = r"\n".join(single_line(source, spaces) for source in row_sources)
+        if skipped_row is not None:  # its group, the last, marks a line passed over
+            rows = r"(?:" + rows + r"|(" + single_line(skipped_row, spaces) + r")[^\n]*)"
         # group 1: the whole block, then the rows' groups
         return re.compile(r"(" + rows + r"(?:\n|\Z)(?:\+[^\n]*(?:\n|\Z))*)")
 
     def read(self, text: str, start: int, end: int, spaces: bool) -> Optional[List[tuple]]:
-        """Each block's groups (the whole block, then its tokens) where blocks tile text[start:end] exactly (findall's matches never overlap,
-        so their lengths add up to the span only when no text lies between them), else None."""
+        """Each block's groups (the whole block, then its tokens) where blocks tile text[start:end] exactly
+        (findall's matches never overlap, so their lengths add up to the span only when no text lies between
+        them), else None. Lines passed over are left out."""
         found = (self.space if spaces else self.any_space).findall(text, start, end)
         if sum(len(groups[0]) for groups in found) != end - start:
             return None
+        if self.skips and any(map(_LAST, found)):
+            return [groups for groups in found if not groups[-1]]
         return found
+
+
+_LAST = operator.itemgetter(-1)
 
 
 def skip_borders(text: str, position: int) -> int:
@@ -79,12 +90,13 @@ def skip_borders(text: str, position: int) -> int:
     return position
 
 
-def find_process_mark(text: str, start: int = 0) -> int:
-    """text.find(PROCESS_MARK, start), faster: the table's many spaces (the mark holds one) keep str.find
-    from skipping ahead, while a "P" is rare and found by memchr."""
-    position = text.find("P", start)
-    while position >= 0 and not text.startswith(PROCESS_MARK, position):
-        position = text.find("P", position + 1)
+def find_mark(text: str, mark: str, start: int = 0) -> int:
+    """text.find(mark, start), faster for a mark that holds a space and starts with a capital: the table's
+    many spaces keep str.find from skipping ahead, while the capital is rare and found by memchr."""
+    first = mark[0]
+    position = text.find(first, start)
+    while position >= 0 and not text.startswith(mark, position):
+        position = text.find(first, position + 1)
     return position
 
 
@@ -94,7 +106,7 @@ def chip_blocks(text: str, blocks: Blocks, start: int = 0,
     chips from `start` on, or None where the chip part holds anything but chips and borders."""
     if not text.isascii():
         return None  # the careful path's `\s` also knows Unicode spaces
-    mark = find_process_mark(text, start)
+    mark = find_mark(text, PROCESS_MARK, start)
     end = len(text) if mark < 0 else max(start, text.rfind("\n", start, mark) + 1)
     if mark >= 0 and not text.startswith("|", end):
         return None  # "Process id" in plain text or a border: the careful path knows what it is
