@@ -418,8 +418,9 @@ def _read_parts(text: str, start: int, pair: _ChipPair,
 
 
 def _spaces_and_newlines_only(text: str) -> bool:
-    """For an ASCII text: True when its lines are its "\n"-separated pieces, padded with spaces only
-    (splitlines() also splits at the others, and strip() takes a tab or \x1f too). One memchr each."""
+    """For an ASCII text: True when its lines are its newline-separated pieces, padded with spaces only
+    (splitlines() also splits at \\r, \\x0b, \\x0c and \\x1c-\\x1e, strip() takes a tab or \\x1f too). One memchr
+    each."""
     return ("\r" not in text and "\x0b" not in text and "\x0c" not in text and "\x1c" not in text
             and "\x1d" not in text and "\x1e" not in text and "\t" not in text and "\x1f" not in text)
 
@@ -427,9 +428,10 @@ def _spaces_and_newlines_only(text: str) -> bool:
 def _read_clean(text: str) -> Optional[MainTable]:
     """parse_info's answer for a clean text, read in place: the lines from the header on already stripped,
     not a blank one among them, the parts all table_fast.py's (no warning line). None for any other text,
-    which parse_info reads through its lines. The rows are matched in `text` itself, so a row or a border
-    with padding, or a blank line, makes them not tile their span and this answers None: where it answers,
-    the text is exactly the lines joined by newlines that _read_fast would read."""
+    which parse_info reads through its lines. The rows are matched in `text` itself, so a padded row, an
+    indented border or a blank line makes them not tile their span and this answers None: where it answers,
+    the rows are exactly those of the lines joined by newlines that _read_fast would read (a border's trailing
+    spaces, which strip() would take, are read past alike)."""
     if not text.isascii() or not _spaces_and_newlines_only(text):
         return None
     if "[" in text and "[WARNING]" in text:
@@ -449,7 +451,7 @@ def _read_clean(text: str) -> Optional[MainTable]:
                      processes=tuple(processes), warnings=(), problems=())
 
 
-def _find_clean_header(text: str) -> Optional[Tuple[str, str, str, int]]:
+def _find_clean_header(text: str) -> Optional[Tuple[int, str, str, int]]:
     """(offset of the chip header's line, both header rows, offset of the line after them) as
     _find_chip_header would find them in `text`'s lines (only a line with "Health" can be the header), or
     None where there is none or either row is padded or blank."""

@@ -3,15 +3,18 @@
 table.py reads the table line by line, each row against the regex of its header row, with a state machine
 for the truncated, elided and malformed tables real captures show. A daemon reads a well-formed table every
 few seconds, so this path reads the table's lines joined by newlines (one text for the chips and the
-processes) with the very same row regexes (their whitespace and cell classes kept off the newline, which a
-single line never holds): one findall takes every chip's values, another every process's, and each column is
-converted at once (`int`/`float` over the whole column, the careful converter only for the tokens they
-refuse), then the records are built column-wise.
+processes; table.py hands it npu-smi's answer itself where that already is such a text) with the very same
+row regexes (their whitespace and cell classes kept off the newline, which a single line never holds, and
+spelled as literal spaces where the text holds no other whitespace): one findall takes every chip's values,
+another every process's, and each column is converted at once (`int`/`float` over the whole column, or a
+constant table for small whole numbers; the careful converter only for a column they refuse), then the
+records are built column-wise.
 
 It only answers for a part (chips, processes) that is nothing but border lines and rows that fit and
-convert: anything else (a row that does not fit, a bad value, a cut, plain text, a "No running processes"
-row) returns None, and table.py reads that part the careful way, so its results, errors and `problems` stay
-exactly its own. tests/sources/npusmi/test_table_fast.py checks the two agree on damaged captures.
+convert (and, for the processes, "No running processes found in NPU" rows): anything else (a row that does
+not fit, a bad value, a cut, plain text) returns None, and table.py reads that part the careful way, so its
+results, errors and `problems` stay exactly its own. tests/sources/npusmi/test_table_fast.py checks they
+agree on damaged captures.
 """
 
 import math
@@ -73,14 +76,14 @@ class Blocks:
         (findall's matches never overlap, so their lengths add up to the span only when no text lies between
         them), else None. Lines passed over are left out."""
         found = (self.space if spaces else self.any_space).findall(text, start, end)
-        if sum(len(groups[0]) for groups in found) != end - start:
+        if sum(map(len, map(_FIRST, found))) != end - start:
             return None
         if self.skips and any(map(_LAST, found)):
             return [groups for groups in found if not groups[-1]]
         return found
 
 
-_LAST = operator.itemgetter(-1)
+_FIRST, _LAST = operator.itemgetter(0), operator.itemgetter(-1)
 
 
 def skip_borders(text: str, position: int) -> int:
@@ -156,17 +159,14 @@ def float_column(tokens: Sequence[str], careful: Callable[[str], object]) -> lis
         except KeyError:
             pass
     try:
-        values = list(map(float, tokens))
-        if math.isfinite(sum(values)):  # nan and inf are refused by the careful converter
-            return values
-    except ValueError:
-        # a null token among numbers (the A3's second die prints '-' for power): the others still float()
-        try:
+        if NULL_TOKENS.isdisjoint(tokens):
+            values = list(map(float, tokens))
+        else:  # a null token among numbers (the A3's second die prints '-' for power): the others still float()
             values = [None if token in NULL_TOKENS else float(token) for token in tokens]
-            if math.isfinite(sum(filter(None, values))):  # None and 0.0 add nothing to the sum
-                return values
-        except ValueError:
-            pass
+        if math.isfinite(sum(filter(None, values))):  # nan and inf are refused by the careful converter
+            return values  # (None and 0.0 add nothing to the sum)
+    except ValueError:
+        pass
     return [careful(token) for token in tokens]
 
 
