@@ -38,12 +38,14 @@ _NO_PROCESSES_TEXT = "No running processes found in NPU"
 _NO_PROCESSES = re.compile(r"\|\s*" + _NO_PROCESSES_TEXT + r"\b")
 _BUS_ID_SOURCE = r"[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]"
 _BUS_ID = re.compile(_BUS_ID_SOURCE + r"\Z")
-_BUS_IDS = re.compile(r"(?:{0}\n)*{0}".format(_BUS_ID_SOURCE))  # a column of them, one a line
 
 # Value patterns for the row regexes; a capturing group per field read.
 _ONE = r"([^\s|]+)"
 _PAIR = r"([^\s|/]+)\s*/\s*([^\s|/]+)"  # "3338 / 65536", "10568/ 65536", "NA / NA"
 _ONE_OR_PAIR_SKIPPED = r"(?:[^\s|/]+\s*/\s*[^\s|/]+|[^\s|]+)"  # a column we do not know
+# The fast path's bus id: a token _bus_id takes (a bus id or a null token), so the row regex checks the column
+_BUS_ID_OR_NULL = r"({}|{})".format(_BUS_ID_SOURCE, "|".join(
+    re.escape(token) for token in sorted(NULL_TOKENS, key=lambda token: (-len(token), token)) if token))
 _WHOLE_CELL = r"([^|]*)"  # process names may be empty or contain spaces; _text strips the padding
 _CELL_SKIPPED = r"[^|]*"
 
@@ -251,9 +253,12 @@ class _RowLayout:
     """A header row turned into a regex for its data rows, and per regex group the field it fills
     and the function that converts the matched text."""
 
-    def __init__(self, cell_patterns: List[str], fields: List[str], whole_cells: Tuple[str, ...] = ()):
-        self.source = r"\|" + r"\|".join(cell_patterns) + r"\|"  # also read by table_fast.py
+    def __init__(self, cell_patterns: List[str], fields: List[str], whole_cells: Tuple[str, ...] = (),
+                 fast_cell_patterns: Optional[List[str]] = None):
+        self.source = r"\|" + r"\|".join(cell_patterns) + r"\|"
         self.pattern = re.compile(self.source + r"\Z")
+        # table_fast.py's row regex: the same, but for a bus id column, which takes only what _bus_id takes
+        self.fast_source = self.source if fast_cell_patterns is None else r"\|" + r"\|".join(fast_cell_patterns) + r"\|"
         self.fields = tuple(fields)
         # a field in `whole_cells` is read from a _WHOLE_CELL group, padding and all
         self.converters = tuple(_text if field in whole_cells else _CONVERTERS[field] for field in fields)
@@ -289,18 +294,20 @@ def _cell(value_patterns: List[str]) -> str:
 # Layouts are cached by header text: a daemon parses the same header every poll.
 @functools.lru_cache(maxsize=64)
 def _chip_layout(header: str) -> _RowLayout:
-    cell_patterns, fields = [], []
+    cell_patterns, fast_cell_patterns, fields = [], [], []
     for cell in _cells(header):
-        value_patterns = []
+        value_patterns, fast_value_patterns = [], []
         for name in _HEADER_NAME.findall(cell):
             column_fields = _CHIP_COLUMNS.get(name, ())
             if not column_fields:
                 value_patterns.append(_ONE_OR_PAIR_SKIPPED)  # still matched, so the row fits
             else:
                 value_patterns.append(_PAIR if len(column_fields) == 2 else _ONE)
+            fast_value_patterns.append(_BUS_ID_OR_NULL if column_fields == ("bus_id",) else value_patterns[-1])
             fields.extend(column_fields)
         cell_patterns.append(_cell(value_patterns))
-    return _RowLayout(cell_patterns, fields)
+        fast_cell_patterns.append(_cell(fast_value_patterns))
+    return _RowLayout(cell_patterns, fields, fast_cell_patterns=fast_cell_patterns)
 
 
 @functools.lru_cache(maxsize=64)
@@ -342,10 +349,12 @@ class _ChipPair:
     """Both chip rows of a header as one block for the fast path: its regexes and how its records are built."""
 
     def __init__(self, row1: _RowLayout, row2: _RowLayout):
-        self.blocks = table_fast.Blocks([row1.source, row2.source])
-        self.records = table_fast.Records(TableChip, _CHIP_DEFAULTS, row1.fields + row2.fields,
-                                          row1.converters + row2.converters, _COLUMN_KINDS, ("npu", "chip"),
-                                          (("aicore_percent", "npu_util_percent"),))
+        self.blocks = table_fast.Blocks([row1.fast_source, row2.fast_source])
+        # the fast regex has checked the bus ids (_BUS_ID_OR_NULL): what is left is _token_text's
+        converters = tuple(_token_text if convert is _bus_id else convert
+                           for convert in row1.converters + row2.converters)
+        self.records = table_fast.Records(TableChip, _CHIP_DEFAULTS, row1.fields + row2.fields, converters,
+                                          _COLUMN_KINDS, ("npu", "chip"), (("aicore_percent", "npu_util_percent"),))
 
 
 @functools.lru_cache(maxsize=64)
@@ -681,17 +690,9 @@ _CONVERTERS: Dict[str, Callable[[str], object]] = {
 }
 
 
-def _bus_id_column(tokens: Tuple[str, ...], careful: Callable[[str], object]) -> list:
-    """A column of bus ids checked in one match (the tokens hold no newline), else token by token."""
-    if _BUS_IDS.fullmatch("\n".join(tokens)):
-        return list(tokens)
-    return [careful(token) for token in tokens]
-
-
 # How the fast path converts a whole column of each converter (table_fast.py); others: token by token.
 _COLUMN_KINDS: Dict[object, Callable] = {_int: table_fast.int_column, _float: table_fast.float_column,
-                                         _text: table_fast.text_column, _token_text: table_fast.token_text_column,
-                                         _bus_id: _bus_id_column}
+                                         _text: table_fast.text_column, _token_text: table_fast.token_text_column}
 
 
 def _ratio(percent: Optional[float]) -> Optional[float]:

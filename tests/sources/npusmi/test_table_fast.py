@@ -162,6 +162,21 @@ def test_a_padded_border_is_still_read_in_place():
     assert table._read_clean(padded) == table.parse_info(text)
 
 
+@pytest.mark.parametrize("bus_id", ["NA", "N/A", "-", "--", "Failed", "0000:9c:00.7", "9C:00.0", "0000:9C:00.8",
+                                    "0000:9C:00.0x", "NA0", "x"])
+def test_the_fast_row_regex_takes_the_bus_ids_and_null_tokens_the_careful_converter_takes(bus_id, monkeypatch):
+    text = (Path(FIXTURES) / CLEAN).read_text().split("# ---\n", 1)[1]
+    edited = text.replace("0000:9C:00.0", bus_id.ljust(12), 1)
+    for skip_bad_rows in (False, True):
+        assert outcome(edited, skip_bad_rows) == careful(edited, skip_bad_rows, monkeypatch)
+        assert joined(edited, skip_bad_rows, monkeypatch) == careful(edited, skip_bad_rows, monkeypatch)
+    read = table._read_clean(edited)
+    if bus_id in ("NA", "N/A", "-", "--", "Failed", "0000:9c:00.7"):
+        assert read is not None and read.chips[0].bus_id == (None if bus_id[0] != "0" else bus_id)
+    else:
+        assert read is None and isinstance(careful(edited, False, monkeypatch), str)  # the careful reader's error
+
+
 # --- column conversions -------------------------------------------------------------------------------------
 
 TOKENS = st.one_of(
