@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from damaged_text import damaged_captures
 from npumon.sim import prepare_simulation
+from npumon.sim.products import PRODUCTS
 from npumon.sources.npusmi import table, table_fast
 from npumon.sources.npusmi.common import NpuSmiParseError
 from npumon.sources.runner import CommandRunner
@@ -28,7 +29,7 @@ CAPTURES = sorted(
 TABLES = [text for text in CAPTURES if "Health" in text and "NPU" in text]
 NOISE = st.sampled_from(["|", "+", "/", " ", "\t", "\n", "NA", "-", "0x", "999999999999", "nan", "inf", "é",
                          "\xa0", "\x1f", "Process id", "No running processes found in NPU", "1e5", "1_0",
-                         "\r", "\x0c", "\x1c", "\n\n", "  \n", "\n  "])
+                         "\r", "\x0c", "\x1c", "\n\n", "  \n", "\n  ", "[WARNING]x\n", "N/A", "Failed"])
 
 
 def outcome(text, skip_bad_rows):
@@ -83,14 +84,32 @@ def test_the_in_place_path_reads_the_clean_captures():
     assert len(clean_reads) >= len(TABLES) // 2  # else it is dead code and the tests above prove nothing of it
 
 
-def simulated_a3_table(tmp_path):
-    """The simulated Atlas A3's `npu-smi info` (16 chips, 16 processes): what benchmarks/bench_parsers.py times."""
-    sim = prepare_simulation(str(tmp_path), "healthy", product="atlas-a3", time_scale=0)
-    return CommandRunner(sim.npu_smi_argv, 10, env=sim.env).run(["info"]).stdout
+@pytest.fixture(scope="module")
+def simulated_tables(tmp_path_factory):
+    """Each simulated product's `npu-smi info`, by product name; the A3's (16 chips, 16 processes) is what
+    benchmarks/bench_parsers.py times."""
+    tables = {}
+    for product in PRODUCTS:
+        sim = prepare_simulation(str(tmp_path_factory.mktemp(product)), "healthy", product=product, time_scale=0)
+        tables[product] = CommandRunner(sim.npu_smi_argv, 10, env=sim.env).run(["info"]).stdout
+    return tables
 
 
-def test_the_simulated_a3_table_is_read_in_place_and_reads_the_same_every_way(tmp_path, monkeypatch):
-    text = simulated_a3_table(tmp_path)
+def test_every_simulated_table_is_read_in_place(simulated_tables):
+    assert [product for product, text in simulated_tables.items() if table._read_clean(text) is None] == []
+
+
+@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(st.data())
+def test_damaged_simulated_tables_read_the_same_every_way(simulated_tables, monkeypatch, data):
+    text = data.draw(damaged_captures(sorted(simulated_tables.values()), NOISE, digit_run=12))
+    for skip_bad_rows in (False, True):
+        assert outcome(text, skip_bad_rows) == careful(text, skip_bad_rows, monkeypatch)
+        assert joined(text, skip_bad_rows, monkeypatch) == careful(text, skip_bad_rows, monkeypatch)
+
+
+def test_the_simulated_a3_table_is_read_in_place_and_reads_the_same_every_way(simulated_tables, monkeypatch):
+    text = simulated_tables["atlas-a3"]
     read = table._read_clean(text)
     assert read is not None and len(read.chips) == 16 and len(read.processes) == 16
     assert read.chips[1].power_watts is None and read.chips[0].power_watts is not None  # the die printing '-'
