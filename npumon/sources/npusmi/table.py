@@ -212,7 +212,13 @@ def _find_chip_header(lines: List[str]) -> Optional[int]:
 # Cached by line, as the layouts are: a daemon reads the same header and title rows every poll.
 @functools.lru_cache(maxsize=64)
 def _is_chip_header(line: str) -> bool:
-    names = _HEADER_NAME.findall(line.replace("|", " "))
+    text = line.replace("|", " ")
+    words = text.split()
+    # Enough, and quicker than the names: a whole word "Health" is always a name, and so is a whole word
+    # "NPU" or the "NPU ID" it starts, unless it starts an "NPU Util(%)".
+    if "Health" in words and "NPU" in words and "NPU Util(%)" not in text:
+        return True
+    names = _HEADER_NAME.findall(text)
     return "Health" in names and ("NPU" in names or "NPU ID" in names)
 
 

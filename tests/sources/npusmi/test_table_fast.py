@@ -196,6 +196,17 @@ def test_the_fast_row_regex_takes_the_bus_ids_and_null_tokens_the_careful_conver
         assert read is None and isinstance(careful(edited, False, monkeypatch), str)  # the careful reader's error
 
 
+HEADER_PIECES = st.sampled_from(["NPU", "ID", "Health", "Util(%)", "NPU ID", "NPU Util(%)", "|", " ", "  ", "\t",
+                                 "x", "IDHealth", "NPUx", "Name", "\xa0", "NPU|ID", "Health|", "|Health", "Chip"])
+
+
+@given(st.lists(HEADER_PIECES, max_size=10).map("".join))
+def test_the_chip_header_test_by_words_answers_as_the_header_names_do(line):
+    names = table._HEADER_NAME.findall(line.replace("|", " "))
+    by_names = "Health" in names and ("NPU" in names or "NPU ID" in names)
+    assert table._is_chip_header.__wrapped__(line) == by_names
+
+
 # --- column conversions -------------------------------------------------------------------------------------
 
 TOKENS = st.one_of(
