@@ -34,15 +34,18 @@ from .common import NULL_TOKENS, NpuSmiParseError, to_float, to_int
 _HEADER_NAME = re.compile(r"NPU ID|NPU Util\(%\)|\S+")
 _TITLE_TOOL = re.compile(r"npu-smi\s+(\S+)")
 _TITLE_DRIVER = re.compile(r"Version:\s*(\S+)")
-_NO_PROCESSES = re.compile(r"\|\s*No running processes found in NPU\b")
+_NO_PROCESSES_TEXT = "No running processes found in NPU"
+_NO_PROCESSES = re.compile(r"\|\s*" + _NO_PROCESSES_TEXT + r"\b")
 _BUS_ID_SOURCE = r"[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]"
 _BUS_ID = re.compile(_BUS_ID_SOURCE + r"\Z")
-_BUS_IDS = re.compile(r"(?:{0}\n)*{0}".format(_BUS_ID_SOURCE))  # a column of them, one a line
 
 # Value patterns for the row regexes; a capturing group per field read.
 _ONE = r"([^\s|]+)"
 _PAIR = r"([^\s|/]+)\s*/\s*([^\s|/]+)"  # "3338 / 65536", "10568/ 65536", "NA / NA"
 _ONE_OR_PAIR_SKIPPED = r"(?:[^\s|/]+\s*/\s*[^\s|/]+|[^\s|]+)"  # a column we do not know
+# The fast path's bus id: a token _bus_id takes (a bus id or a null token), so the row regex checks the column
+_BUS_ID_OR_NULL = r"({}|{})".format(_BUS_ID_SOURCE, "|".join(
+    re.escape(token) for token in sorted(NULL_TOKENS, key=lambda token: (-len(token), token)) if token))
 _WHOLE_CELL = r"([^|]*)"  # process names may be empty or contain spaces; _text strips the padding
 _CELL_SKIPPED = r"[^|]*"
 
@@ -153,6 +156,9 @@ def parse_info(text: str, skip_bad_rows: bool = False) -> MainTable:
     chip or process row is left out and its problem listed in `problems`, and so is a chip cut short."""
     if not isinstance(text, str):
         raise NpuSmiParseError("expected npu-smi output as text, got {}".format(type(text).__name__))
+    clean = _read_clean(text)
+    if clean is not None:
+        return clean
     # Blank lines carry nothing (copies from web pages are often double-spaced); dropping them
     # here means everything below sees table lines and plain-text lines only.
     lines = list(filter(None, map(str.strip, text.splitlines())))
@@ -198,24 +204,40 @@ def _cells(row: str) -> List[str]:
 
 def _find_chip_header(lines: List[str]) -> Optional[int]:
     for index, line in enumerate(lines):
-        if line.startswith("|") and "Health" in line:
-            names = _HEADER_NAME.findall(line.replace("|", " "))
-            if "Health" in names and ("NPU" in names or "NPU ID" in names):
-                return index
+        if line.startswith("|") and "Health" in line and _is_chip_header(line):
+            return index
     return None
+
+
+# Cached by line, as the layouts are: a daemon reads the same header and title rows every poll.
+@functools.lru_cache(maxsize=64)
+def _is_chip_header(line: str) -> bool:
+    text = line.replace("|", " ")
+    words = text.split()
+    # Enough, and quicker than the names: a whole word "Health" is always a name, and so is a whole word
+    # "NPU" or the "NPU ID" it starts, unless it starts an "NPU Util(%)".
+    if "Health" in words and "NPU" in words and "NPU Util(%)" not in text:
+        return True
+    names = _HEADER_NAME.findall(text)
+    return "Health" in names and ("NPU" in names or "NPU ID" in names)
 
 
 def _title_versions(lines: List[str]) -> Tuple[Optional[str], Optional[str]]:
     for line in lines:
         if line.startswith("|") and "npu-smi" in line:
-            tool = _TITLE_TOOL.search(line)
-            driver = _TITLE_DRIVER.search(line)
-            return (tool.group(1) if tool else None, driver.group(1) if driver else None)
+            return _title_line_versions(line)
     return None, None
 
 
+@functools.lru_cache(maxsize=64)
+def _title_line_versions(line: str) -> Tuple[Optional[str], Optional[str]]:
+    tool = _TITLE_TOOL.search(line)
+    driver = _TITLE_DRIVER.search(line)
+    return (tool.group(1) if tool else None, driver.group(1) if driver else None)
+
+
 def _warnings(text: str, lines: List[str]) -> Tuple[str, ...]:
-    if "[WARNING]" not in text:  # the usual case; skips a pass over every line
+    if "[" not in text or "[WARNING]" not in text:  # the usual case; a lone "[" is found by memchr
         return ()
     return tuple(line for line in lines if line.startswith("[WARNING]"))
 
@@ -237,11 +259,15 @@ class _RowLayout:
     """A header row turned into a regex for its data rows, and per regex group the field it fills
     and the function that converts the matched text."""
 
-    def __init__(self, cell_patterns: List[str], fields: List[str]):
-        self.source = r"\|" + r"\|".join(cell_patterns) + r"\|"  # also read by table_fast.py
+    def __init__(self, cell_patterns: List[str], fields: List[str], whole_cells: Tuple[str, ...] = (),
+                 fast_cell_patterns: Optional[List[str]] = None):
+        self.source = r"\|" + r"\|".join(cell_patterns) + r"\|"
         self.pattern = re.compile(self.source + r"\Z")
+        # table_fast.py's row regex: the same, but for a bus id column, which takes only what _bus_id takes
+        self.fast_source = self.source if fast_cell_patterns is None else r"\|" + r"\|".join(fast_cell_patterns) + r"\|"
         self.fields = tuple(fields)
-        self.converters = tuple(_CONVERTERS[field] for field in fields)
+        # a field in `whole_cells` is read from a _WHOLE_CELL group, padding and all
+        self.converters = tuple(_text if field in whole_cells else _CONVERTERS[field] for field in fields)
         # The builtin int for integer columns: faster than _int, and it raises ValueError on all
         # that _int has to look at (NA, '-', hex, garbage); read() then falls back to _int.
         self.fast_converters = tuple(int if convert is _int else convert for convert in self.converters)
@@ -274,24 +300,26 @@ def _cell(value_patterns: List[str]) -> str:
 # Layouts are cached by header text: a daemon parses the same header every poll.
 @functools.lru_cache(maxsize=64)
 def _chip_layout(header: str) -> _RowLayout:
-    cell_patterns, fields = [], []
+    cell_patterns, fast_cell_patterns, fields = [], [], []
     for cell in _cells(header):
-        value_patterns = []
+        value_patterns, fast_value_patterns = [], []
         for name in _HEADER_NAME.findall(cell):
             column_fields = _CHIP_COLUMNS.get(name, ())
             if not column_fields:
                 value_patterns.append(_ONE_OR_PAIR_SKIPPED)  # still matched, so the row fits
             else:
                 value_patterns.append(_PAIR if len(column_fields) == 2 else _ONE)
+            fast_value_patterns.append(_BUS_ID_OR_NULL if column_fields == ("bus_id",) else value_patterns[-1])
             fields.extend(column_fields)
         cell_patterns.append(_cell(value_patterns))
-    return _RowLayout(cell_patterns, fields)
+        fast_cell_patterns.append(_cell(fast_value_patterns))
+    return _RowLayout(cell_patterns, fields, fast_cell_patterns=fast_cell_patterns)
 
 
 @functools.lru_cache(maxsize=64)
 def _process_layout(header: str) -> _RowLayout:
     first_cell, *other_cells = _cells(header)
-    id_patterns, fields = [], []
+    id_patterns, fields, whole_cells = [], [], []
     for name in _HEADER_NAME.findall(first_cell):
         field = _PROCESS_ID_COLUMNS.get(name)
         id_patterns.append(_ONE if field else r"[^\s|]+")
@@ -304,7 +332,8 @@ def _process_layout(header: str) -> _RowLayout:
         else:
             cell_patterns.append(_WHOLE_CELL if field == "name" else _cell([_ONE]))
             fields.append(field)
-    return _RowLayout(cell_patterns, fields)
+            whole_cells.extend([field] if field == "name" else [])
+    return _RowLayout(cell_patterns, fields, tuple(whole_cells))
 
 
 def _chip_layouts(lines: List[str], header_at: int) -> Tuple[_RowLayout, _RowLayout]:
@@ -323,12 +352,15 @@ def _chip_layouts(lines: List[str], header_at: int) -> Tuple[_RowLayout, _RowLay
 
 
 class _ChipPair:
-    """Both chip rows of a header as one block for the fast path: its regexes, fields and converters."""
+    """Both chip rows of a header as one block for the fast path: its regexes and how its records are built."""
 
     def __init__(self, row1: _RowLayout, row2: _RowLayout):
-        self.blocks = table_fast.Blocks([row1.source, row2.source])
-        self.fields = row1.fields + row2.fields
-        self.converters = row1.converters + row2.converters
+        self.blocks = table_fast.Blocks([row1.fast_source, row2.fast_source])
+        # the fast regex has checked the bus ids (_BUS_ID_OR_NULL): what is left is _token_text's
+        converters = tuple(_token_text if convert is _bus_id else convert
+                           for convert in row1.converters + row2.converters)
+        self.records = table_fast.Records(TableChip, _CHIP_DEFAULTS, row1.fields + row2.fields, converters,
+                                          _COLUMN_KINDS, ("npu", "chip"), (("aicore_percent", "npu_util_percent"),))
 
 
 @functools.lru_cache(maxsize=64)
@@ -336,45 +368,146 @@ def _chip_pair(header1: str, header2: str) -> _ChipPair:
     return _ChipPair(_chip_layout(header1), _chip_layout(header2))
 
 
+class _ProcessRows:
+    """A process-table header for the fast path: its row regex and how its records are built, or
+    `readable` False where the careful reader has an error to raise."""
+
+    def __init__(self, layout: _RowLayout):
+        self.readable = "npu" in layout.fields and "pid" in layout.fields
+        self.blocks = table_fast.Blocks([layout.source])
+        self.idle_blocks = table_fast.Blocks([layout.source], _NO_PROCESSES.pattern)  # for a table with an idle NPU
+        required = ("npu", "pid", "chip") if "chip" in layout.fields else ("npu", "pid")
+        self.records = table_fast.Records(TableProcess, _PROCESS_DEFAULTS, layout.fields, layout.converters,
+                                          _COLUMN_KINDS, required)
+
+
 @functools.lru_cache(maxsize=64)
-def _process_blocks(header: str) -> table_fast.Blocks:
-    return table_fast.Blocks([_process_layout(header).source])
+def _process_rows(header: str) -> _ProcessRows:
+    return _ProcessRows(_process_layout(header))
 
 
 def _read_fast(lines: List[str], start: int) -> Tuple[Optional[List[TableChip]], Optional[int],
                                                        Optional[List[TableProcess]]]:
     """(chips, process header index, processes) where table_fast.py can read them; None for the chips (and
-    then all three) or for the processes where it leaves them to the careful readers below."""
+    then all three) or for the processes where it leaves them to the careful readers below. The header index
+    is only worked out for them: where the processes were read it is None."""
     pair = _chip_pair(lines[start - 2], lines[start - 1])
-    text = "\n".join(lines[start:])
-    try:
-        found = table_fast.chip_blocks(text, pair.blocks)
-        if found is None:
-            return None, None, None
-        rows, offset = found
-        chips = table_fast.records(TableChip, _CHIP_DEFAULTS, pair.fields, pair.converters, _COLUMN_KINDS, rows,
-                                   ("npu", "chip"), (("aicore_percent", "npu_util_percent"),))
-    except NpuSmiParseError:
+    text = "\n".join(lines[start:])  # the chips and the processes: one text, read at offsets
+    chips, header_offset, processes = _read_parts(text, 0, pair, table_fast.spaces_only(text))
+    if chips is None:
         return None, None, None
-    if offset is None:
-        return chips, None, []
-    header_at = start + offset
-    header = lines[header_at]
-    if not _is_closed_row(header):
-        return chips, header_at, None
-    layout = _process_layout(header)
-    if "npu" not in layout.fields or "pid" not in layout.fields:
-        return chips, header_at, None
-    required = ("npu", "pid", "chip") if "chip" in layout.fields else ("npu", "pid")
+    if processes is None:
+        return chips, start + text.count("\n", 0, header_offset), None
+    return chips, None, processes
+
+
+def _read_parts(text: str, start: int, pair: _ChipPair,
+                spaces: bool) -> Tuple[Optional[List[TableChip]], int, Optional[List[TableProcess]]]:
+    """(chips, offset of the process header's line or -1, processes) from text[start:], a text of lines
+    joined by newlines; None for the chips or the processes where table_fast.py leaves them to the careful
+    readers."""
     try:
-        rows = table_fast.process_blocks("\n".join(lines[header_at + 1:]), _process_blocks(header))
-        if rows is None:
-            return chips, header_at, None
-        processes = table_fast.records(TableProcess, _PROCESS_DEFAULTS, layout.fields, layout.converters,
-                                       _COLUMN_KINDS, rows, required)
+        found = table_fast.chip_blocks(text, pair.blocks, start, spaces)
+        if found is None:
+            return None, -1, None
+        rows, header_offset = found
+        chips = pair.records.build(rows)
     except NpuSmiParseError:
-        return chips, header_at, None
-    return chips, header_at, processes
+        return None, -1, None
+    if header_offset < 0:
+        return chips, -1, []
+    header_end = text.find("\n", header_offset)
+    header = text[header_offset:] if header_end < 0 else text[header_offset:header_end]
+    process_rows = _process_rows(header) if _is_closed_row(header) else None
+    if process_rows is not None and process_rows.readable:
+        rows_start = len(text) if header_end < 0 else header_end + 1
+        idle = table_fast.find_mark(text, _NO_PROCESSES_TEXT, rows_start) >= 0
+        try:
+            rows = table_fast.process_blocks(text, process_rows.idle_blocks if idle else process_rows.blocks,
+                                             rows_start, spaces)
+            if rows is not None:
+                return chips, header_offset, process_rows.records.build(rows)
+        except NpuSmiParseError:
+            pass
+    return chips, header_offset, None
+
+
+def _spaces_and_newlines_only(text: str) -> bool:
+    """For an ASCII text: True when its lines are its newline-separated pieces, padded with spaces only
+    (splitlines() also splits at \\r, \\x0b, \\x0c and \\x1c-\\x1e, strip() takes a tab or \\x1f too). One memchr
+    each."""
+    return ("\r" not in text and "\x0b" not in text and "\x0c" not in text and "\x1c" not in text
+            and "\x1d" not in text and "\x1e" not in text and "\t" not in text and "\x1f" not in text)
+
+
+def _read_clean(text: str) -> Optional[MainTable]:
+    """parse_info's answer for a clean text, read in place: the lines from the header on already stripped,
+    not a blank one among them, the parts all table_fast.py's (no warning line). None for any other text,
+    which parse_info reads through its lines. The rows are matched in `text` itself, so a padded row, an
+    indented border or a blank line makes them not tile their span and this answers None: where it answers,
+    the rows are exactly those of the lines joined by newlines that _read_fast would read (a border's trailing
+    spaces, which strip() would take, are read past alike)."""
+    if not text.isascii() or not _spaces_and_newlines_only(text):
+        return None
+    if "[" in text and "[WARNING]" in text:
+        return None
+    header = _find_clean_header(text)
+    if header is None:
+        return None
+    header_start, header1, header2, chips_start = header
+    pair = _clean_chip_pair(header1, header2)
+    if pair is None:
+        return None  # parse_info raises, with its own message
+    chips, _, processes = _read_parts(text, chips_start, pair, True)
+    if chips is None or processes is None:
+        return None
+    tool_version, driver_version = _clean_title_versions(text, header_start)
+    return MainTable(tool_version=tool_version, driver_version=driver_version, chips=tuple(chips),
+                     processes=tuple(processes), warnings=(), problems=())
+
+
+def _find_clean_header(text: str) -> Optional[Tuple[int, str, str, int]]:
+    """(offset of the chip header's line, both header rows, offset of the line after them) as
+    _find_chip_header would find them in `text`'s lines (only a line with "Health" can be the header), or
+    None where there is none or either row is padded or blank."""
+    position = text.find("Health")
+    while position >= 0:
+        line_start = text.rfind("\n", 0, position) + 1
+        line_end = text.find("\n", position)
+        if line_end < 0:
+            return None  # no second header row
+        line = text[line_start:line_end].strip()
+        if line.startswith("|") and _is_chip_header(line):
+            second_end = text.find("\n", line_end + 1)
+            second = text[line_end + 1:] if second_end < 0 else text[line_end + 1:second_end]
+            if len(line) != line_end - line_start or not second or second != second.strip():
+                return None  # padded header rows: the rows below will be padded too, and not read in place
+            return line_start, line, second, len(text) if second_end < 0 else second_end + 1
+        position = text.find("Health", line_end)
+    return None
+
+
+@functools.lru_cache(maxsize=64)
+def _clean_chip_pair(header1: str, header2: str) -> Optional[_ChipPair]:
+    """_chip_pair for header rows _chip_layouts takes, None for those it raises on."""
+    try:
+        _chip_layouts([header1, header2], 0)
+    except NpuSmiParseError:
+        return None
+    return _chip_pair(header1, header2)
+
+
+def _clean_title_versions(text: str, end: int) -> Tuple[Optional[str], Optional[str]]:
+    """_title_versions of the lines of text[:end] (which ends at a line's start), found in place."""
+    position = text.find("npu-smi", 0, end)
+    while position >= 0:
+        line_start = text.rfind("\n", 0, position) + 1
+        line_end = text.find("\n", position, end)
+        line = text[line_start:line_end].strip()
+        if line.startswith("|"):
+            return _title_line_versions(line)
+        position = text.find("npu-smi", line_end, end)
+    return None, None
 
 
 def _read_chips(lines: List[str], start: int, row1: _RowLayout, row2: _RowLayout,
@@ -521,7 +654,13 @@ def _float(token: str) -> Optional[float]:
 
 
 def _text(token: str) -> Optional[str]:
+    """A whole cell (_WHOLE_CELL), padding and all."""
     token = token.strip()
+    return None if token in NULL_TOKENS else token
+
+
+def _token_text(token: str) -> Optional[str]:
+    """A `[^\\s|]+` token: no padding to strip."""
     return None if token in NULL_TOKENS else token
 
 
@@ -536,8 +675,8 @@ def _bus_id(token: str) -> Optional[str]:
 _CONVERTERS: Dict[str, Callable[[str], object]] = {
     "npu": _int,
     "chip": _int,
-    "name": _text,
-    "health": _text,
+    "name": _token_text,
+    "health": _token_text,
     "device_id": _int,
     "phy_id": _int,
     "bus_id": _bus_id,
@@ -557,16 +696,9 @@ _CONVERTERS: Dict[str, Callable[[str], object]] = {
 }
 
 
-def _bus_id_column(tokens: Tuple[str, ...], careful: Callable[[str], object]) -> list:
-    """A column of bus ids checked in one match (the tokens hold no newline), else token by token."""
-    if _BUS_IDS.fullmatch("\n".join(tokens)):
-        return list(tokens)
-    return [careful(token) for token in tokens]
-
-
 # How the fast path converts a whole column of each converter (table_fast.py); others: token by token.
 _COLUMN_KINDS: Dict[object, Callable] = {_int: table_fast.int_column, _float: table_fast.float_column,
-                                         _text: table_fast.text_column, _bus_id: _bus_id_column}
+                                         _text: table_fast.text_column, _token_text: table_fast.token_text_column}
 
 
 def _ratio(percent: Optional[float]) -> Optional[float]:
