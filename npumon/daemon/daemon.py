@@ -31,6 +31,7 @@ from ..config.schema import Config
 from ..model import SourceStatus
 from ..outputs.call_metrics import CallStatsCollector
 from ..outputs.exporter import ExporterView, build_registry
+from ..outputs.exposition import ExpositionRegistry
 from ..outputs.npu_exporter import resolve_node_label
 from ..outputs.http_metrics import HttpStatsCollector
 from ..outputs.report import SCHEMA, rfc3339, status_document
@@ -227,6 +228,9 @@ class Daemon:
                                       last_progress=time.monotonic(),
                                       started=previous.started, polls=previous.polls + 1,
                                       primary_answered=previous.primary_answered or bool(primary and primary.ok))
+        for server in (self.web, self.npu_exporter_web):  # rendered ahead where scrapers take every snapshot
+            if server is not None and isinstance(server.registry, ExpositionRegistry):
+                guarded("exporter", server.registry.published)
         guarded("journal", self.journal.publish, previous.snapshot, snapshot, transitions)
         line = status_line(snapshot, findings, collection.primary().name, acknowledged)
         if line != self._last_status:

@@ -230,7 +230,7 @@ class WebServer:
             raise WebServerError("TLS needs both a certificate and a key file")
         tls = _tls_context(tls_cert, tls_key) if tls_cert is not None else None
         self._guard = Guard(tls, security)
-        self._registry = registry
+        self.registry = registry  # what it serves (the daemon tells it of each publication)
         self._app = _App(registry, get_status, get_health)
         self._limits = Limits(workers=workers, max_connections=max_connections, request_timeout=client_timeout)
         self.stats = ServerStats(workers, max_connections)  # replaced by the server's own once it starts
@@ -249,7 +249,7 @@ class WebServer:
             raise WebServerError("cannot listen on {}: {}".format(self._listen, exc.strerror or exc)) from None
         server = BoundedHTTPServer(listener, _Handler, self._limits, self._guard)
         server.app = self._app
-        self._registry.register(self._guard)  # npumon_http_auth_failures_total
+        self.registry.register(self._guard)  # npumon_http_auth_failures_total
         server.start()
         with self._lock:
             self._server, self.stats = server, server.stats
@@ -262,7 +262,7 @@ class WebServer:
             self._stopped = True
         if server is not None:
             server.stop()
-            self._registry.unregister(self._guard)
+            self.registry.unregister(self._guard)
 
     def use_security(self, security: Optional[WebSecurity]) -> None:
         """Enforce another web config (a reload) from the next connection or request on."""

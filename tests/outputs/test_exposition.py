@@ -189,3 +189,26 @@ def test_textfile_and_one_shot_renders_still_read_the_registry(host):
     registry = build_registry(lambda: host.view)
     assert samples(generate_latest(registry).decode(), False)
     assert host.exports == 1
+
+
+def test_a_scraper_that_takes_every_publication_finds_the_next_one_rendered_ahead(server, host):
+    registry = server.registry
+    for _ in range(2):  # two publications, each scraped, as Prometheus every 5 s scrapes a table polled every 5 s
+        host.publish()
+        assert not registry.published()
+        scrape(server)
+    rendered = host.exports
+    host.publish()
+    assert registry.published() and host.exports == rendered + 1  # rendered by the publishing thread
+    scrape(server)
+    assert host.exports == rendered + 1  # the scrape found it ready
+
+
+def test_scrapes_rarer_than_publications_leave_the_render_to_the_scrape(server, host):
+    registry = server.registry
+    for _ in range(4):
+        for _ in range(3):  # three publications per scrape: a 15 s scrape of a table polled every 5 s
+            host.publish()
+            assert not registry.published()
+        scrape(server)
+    assert host.exports == 4  # one render per scrape, none for a publication nobody took
