@@ -32,6 +32,7 @@ from ..model import SourceStatus
 from ..outputs.call_metrics import CallStatsCollector
 from ..outputs.exporter import ExporterView, build_registry
 from ..outputs.exposition import ExpositionRegistry
+from .memory import freeze_startup_objects
 from ..outputs.npu_exporter import resolve_node_label
 from ..outputs.http_metrics import HttpStatsCollector
 from ..outputs.report import SCHEMA, rfc3339, status_document
@@ -70,6 +71,7 @@ class Daemon:
         self._state = DaemonState()
         self._stop = threading.Event()
         self._reload_requested = threading.Event()
+        self._wake = threading.Event()  # set with either: the main thread sleeps until then
         self._last_status: Optional[str] = None
         self.journal = Journal()  # source down/up and finding fired/resolved lines, rate-limited
         self.notifier = Notifier()
@@ -289,9 +291,11 @@ class Daemon:
 
     def request_stop(self, *_ignored) -> None:
         self._stop.set()
+        self._wake.set()
 
     def request_reload(self, *_ignored) -> None:
         self._reload_requested.set()
+        self._wake.set()
 
     def serve_forever(self, load_config: Callable[[], Config]) -> List[str]:
         """Run until SIGTERM/SIGINT; SIGHUP reloads the config. Returns what stop() returns."""
@@ -299,9 +303,12 @@ class Daemon:
         signal.signal(signal.SIGINT, self.request_stop)
         signal.signal(signal.SIGHUP, self.request_reload)
         self.start()
+        freeze_startup_objects()
         while not self._stop.is_set():
-            # Signal handlers only set flags; the work happens here, on the main thread, never re-entered.
-            self._stop.wait(0.2)
+            # Signal handlers only set flags; the work happens here, on the main thread, never re-entered. A
+            # signal interrupts the wait, its handler runs and wakes it: no need to look every so often.
+            self._wake.wait()
+            self._wake.clear()
             if self._reload_requested.is_set() and not self._stop.is_set():
                 self._reload_requested.clear()
                 self.reload(load_config)

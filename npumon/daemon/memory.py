@@ -1,4 +1,4 @@
-"""Fewer malloc arenas for the daemon's threads.
+"""The daemon's memory: fewer malloc arenas for its threads, and its start-up objects out of the collector's way.
 
 glibc gives each thread that allocates its own malloc arena (up to 8 per core), and memory freed in one arena
 is not reused by another: a daemon whose poll, scrape and service threads each build and drop a few MB (a
@@ -10,6 +10,7 @@ arenas are made as threads first allocate. A MALLOC_ARENA_MAX the operator set w
 """
 
 import ctypes
+import gc
 import os
 
 M_ARENA_MAX = -8  # glibc's malloc.h
@@ -27,3 +28,13 @@ def limit_malloc_arenas(arenas: int = DAEMON_ARENAS) -> bool:
     mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
     mallopt.restype = ctypes.c_int
     return mallopt(M_ARENA_MAX, arenas) == 1
+
+
+def freeze_startup_objects() -> int:
+    """Move what start-up made (modules, classes, the config, the rules: ~50,000 objects) out of the cyclic
+    collector's reach: they live as long as the process, yet every full collection walked them again, about
+    30 ms with the interpreter held (a scrape arriving then waited). Collected first, so nothing that is
+    already garbage is kept. Returns how many objects are frozen."""
+    gc.collect()
+    gc.freeze()
+    return gc.get_freeze_count()

@@ -1,17 +1,20 @@
-"""The daemon's malloc arena limit: glibc takes it, an operator's MALLOC_ARENA_MAX wins, and threads that
-allocate at once then share two arenas (counted from glibc's own malloc_stats())."""
+"""The daemon's memory: glibc takes the malloc arena limit, an operator's MALLOC_ARENA_MAX wins, and threads that
+allocate at once then share two arenas (counted from glibc's own malloc_stats()); start-up objects are frozen
+after the garbage among them is collected."""
 
+import gc
 import os
 import subprocess
 import sys
+import weakref
 
 import pytest
 
-from npumon.daemon.memory import limit_malloc_arenas
+from npumon.daemon.memory import freeze_startup_objects, limit_malloc_arenas
 
 THREADS = """
 import ctypes, sys, threading
-from npumon.daemon.memory import limit_malloc_arenas
+from npumon.daemon.memory import freeze_startup_objects, limit_malloc_arenas
 if sys.argv[1] == "limit":
     assert limit_malloc_arenas()
 barrier = threading.Barrier(8)
@@ -47,3 +50,20 @@ def test_threads_allocating_at_once_share_two_arenas():
 def test_an_operators_malloc_arena_max_wins(monkeypatch):
     monkeypatch.setenv("MALLOC_ARENA_MAX", "4")
     assert limit_malloc_arenas() is False
+
+
+
+def test_start_up_objects_are_frozen_and_garbage_is_collected_first():
+    class Cycle:
+        pass
+
+    garbage = Cycle()
+    garbage.me = garbage  # only the cyclic collector can free it
+    gone = weakref.ref(garbage)
+    del garbage
+    try:
+        frozen = freeze_startup_objects()
+        assert frozen > 1000 and gc.get_freeze_count() == frozen
+        assert gone() is None  # collected, not kept frozen for ever
+    finally:
+        gc.unfreeze()
