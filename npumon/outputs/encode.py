@@ -65,8 +65,10 @@ class _SampleLines(object):
         self.keys = frozenset(keys)
         labels = ",".join(key + '="%s"' for key in keys)
         self.template = sample_name + ("{" + labels + "}" if keys else "") + " %s\n"
-        self.values = operator.itemgetter(*keys) if len(keys) > 1 else (lambda labels: (labels[keys[0]],)) \
-            if keys else (lambda labels: ())
+        if len(keys) > 1:
+            self.values = operator.itemgetter(*keys)  # a tuple, in the template's order
+        else:
+            self.values = lambda labels: tuple(labels[key] for key in keys)
 
     @classmethod
     def of(cls, sample_name: str, labels: Dict[str, str]) -> "Optional[_SampleLines]":
