@@ -32,7 +32,6 @@ from ..model import SourceStatus
 from ..outputs.call_metrics import CallStatsCollector
 from ..outputs.exporter import ExporterView, build_registry
 from ..outputs.exposition import ExpositionRegistry
-from .memory import freeze_startup_objects
 from ..outputs.npu_exporter import resolve_node_label
 from ..outputs.http_metrics import HttpStatsCollector
 from ..outputs.report import SCHEMA, rfc3339, status_document
@@ -45,6 +44,7 @@ from ..sources.collection import SourceSet
 from ..sources.target import Target
 from .jobs import Jobs, guarded
 from .journal import Journal
+from .memory import freeze_startup_objects
 from .sdnotify import Notifier
 from .services import Service, build_services
 from .state import (DaemonState, StartupError, collection_settings, ensure_state_dir, judge_all, judge_health,

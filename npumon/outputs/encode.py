@@ -23,10 +23,11 @@ _LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*\Z")
 # Escapings under which a name in the legacy character set is written as it is (not "dots": it doubles "_").
 _NAME_KEEPING_ESCAPINGS = ("underscores", "allow-utf-8")
 _OPENMETRICS_VERSIONS = ("1.0.0",)
+OPENMETRICS_EOF = b"# EOF\n"
 
 
 class _Encoder(object):
-    """One format: where it differs is the HELP escaping, the family name of a counter and the `# EOF`."""
+    """One format: where the two differ is the HELP escaping and the family name of a counter."""
 
     def __init__(self, openmetrics: bool) -> None:
         self.openmetrics = openmetrics
@@ -117,5 +118,5 @@ def encode_families(families: Iterable[Metric], encoder: Callable[[object], byte
             parts.append(text.encode("utf-8"))
             continue
         body = encoder(_OneFamily(metric))
-        parts.append(body[:-len(b"# EOF\n")] if openmetrics and body.endswith(b"# EOF\n") else body)
+        parts.append(body[:-len(OPENMETRICS_EOF)] if openmetrics and body.endswith(OPENMETRICS_EOF) else body)
     return b"".join(parts)

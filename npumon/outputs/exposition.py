@@ -6,10 +6,10 @@ many times in between. ExpositionRegistry keeps, per negotiated format, the rend
 that can say what its next render depends on (a `render_state()`, see below), and renders such a collector
 again only when that state changed: lazily, on the first scrape after the change, under one lock, so that
 concurrent scrapers share one render; or ahead, right after the daemon publishes (`published()`), where
-scrapers have been taking every publication, so that their scrape does not wait for it. Collectors without `render_state()` (the HTTP server's own counters,
-auth failures, the services' counters) form a small tail rendered on every scrape, so per-scrape counters
-stay exact; the tail follows the cached families, each family stays whole, and OpenMetrics' `# EOF` ends
-the body once.
+scrapers have been taking every publication, so that their scrape does not wait for it. Collectors without
+`render_state()` (the HTTP server's own counters, auth failures, the services' counters) form a small tail
+rendered on every scrape, so per-scrape counters stay exact; the tail follows the cached families, each
+family stays whole, and OpenMetrics' `# EOF` ends the body once.
 
 gzip: the cached prefix is compressed once into a zlib stream flushed at a byte boundary; each scrape copies
 that compressor, feeds it the tail and finishes it, which yields one ordinary gzip member (what every client
@@ -35,8 +35,8 @@ from .encode import encode_families
 # Level 1: for the A3's ~330 KB, 0.7 ms of CPU and 27.5 KB instead of 2.0 ms and 21.8 KB at zlib's default 6;
 # a scrape crosses a LAN, and the CPU is the host's.
 GZIP_LEVEL = 1
-MAX_FORMATS = 4
-RENDER_AHEAD_AFTER = 2  # publications in a row that scrapers took before the next one is rendered ahead  # negotiated formats kept rendered (Accept headers could name arbitrary versions)
+MAX_FORMATS = 4  # negotiated formats kept rendered (Accept headers could name arbitrary versions)
+RENDER_AHEAD_AFTER = 2  # publications in a row that scrapers took before the next one is rendered ahead
 
 
 class Exposition(NamedTuple):

@@ -68,7 +68,6 @@ def server(host):
     registry.register(HttpStatsCollector(lambda: web.stats))  # as the daemon registers them
     registry.register(CallStatsCollector(lambda: host.calls))
     web.start()
-    web.registry = registry
     yield web
     web.stop()
 
