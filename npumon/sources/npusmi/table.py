@@ -434,10 +434,10 @@ def _read_parts(text: str, start: int, pair: _ChipPair,
 
 def _spaces_and_newlines_only(text: str) -> bool:
     """For an ASCII text: True when its lines are its newline-separated pieces, padded with spaces only
-    (splitlines() also splits at \\r, \\x0b, \\x0c and \\x1c-\\x1e, strip() takes a tab or \\x1f too). One memchr
-    each."""
+    (splitlines() also splits at \\r, \\x0b, \\x0c and \\x1c-\\x1e; table_fast.spaces_only rules out the tab and
+    \\x1f that strip() would take too). One memchr each."""
     return ("\r" not in text and "\x0b" not in text and "\x0c" not in text and "\x1c" not in text
-            and "\x1d" not in text and "\x1e" not in text and "\t" not in text and "\x1f" not in text)
+            and "\x1d" not in text and "\x1e" not in text and table_fast.spaces_only(text))
 
 
 def _read_clean(text: str) -> Optional[MainTable]:
