@@ -71,7 +71,6 @@ class Daemon:
         self._state = DaemonState()
         self._stop = threading.Event()
         self._reload_requested = threading.Event()
-        self._wake = threading.Event()  # set with either: the main thread sleeps until then
         self._last_status: Optional[str] = None
         self.journal = Journal()  # source down/up and finding fired/resolved lines, rate-limited
         self.notifier = Notifier()
@@ -291,11 +290,9 @@ class Daemon:
 
     def request_stop(self, *_ignored) -> None:
         self._stop.set()
-        self._wake.set()
 
     def request_reload(self, *_ignored) -> None:
         self._reload_requested.set()
-        self._wake.set()
 
     def serve_forever(self, load_config: Callable[[], Config]) -> List[str]:
         """Run until SIGTERM/SIGINT; SIGHUP reloads the config. Returns what stop() returns."""
@@ -305,10 +302,10 @@ class Daemon:
         self.start()
         freeze_startup_objects()
         while not self._stop.is_set():
-            # Signal handlers only set flags; the work happens here, on the main thread, never re-entered. A
-            # signal interrupts the wait, its handler runs and wakes it: no need to look every so often.
-            self._wake.wait()
-            self._wake.clear()
+            # Signal handlers only set flags; the work happens here, on the main thread, never re-entered. The
+            # wait has a timeout: a signal the kernel hands to another thread leaves a wait without one blocked,
+            # and Python runs the handler only when the main thread next runs bytecode.
+            self._stop.wait(0.2)
             if self._reload_requested.is_set() and not self._stop.is_set():
                 self._reload_requested.clear()
                 self.reload(load_config)
