@@ -17,6 +17,7 @@ npumon CPU = the daemon process's user+system time (getrusage, this process) plu
 Run:  python benchmarks/bench_dcmi.py      (prints a markdown report)
 """
 
+import dataclasses
 import json
 import os
 import resource
@@ -28,13 +29,13 @@ import time
 os.environ.setdefault("NPUMON_SIM_LATENCY_SCALE", "1")
 os.environ["NPUMON_SIM_IN_PROCESS"] = "0"  # npu-smi: a real process per call, as on a host
 
-from npumon.config.load import parse_config  # noqa: E402 - after the environment is set
+from npumon.settings import parse_config  # noqa: E402 - after the environment is set
 from npumon.sim.dcmi import build_fake_library  # noqa: E402
 from npumon.sim.simulation import prepare_simulation  # noqa: E402
+from npumon.sim.target import simulated_target, simulation_config  # noqa: E402
 from npumon.sources.collection import SourceSet  # noqa: E402
 from npumon.sources.dcmi import backend  # noqa: E402
 from npumon.sources.dcmi.source import DcmiSource  # noqa: E402
-from npumon.sources.target import Target  # noqa: E402
 
 PRODUCT = "atlas-a3"
 # Every query tier on, each with a budget (its interval) no sweep at this speed exceeds: nothing left out.
@@ -58,11 +59,11 @@ def _cpu_of(pid: int) -> float:
 
 def npu_smi_sweep(state_dir: str):
     sim = prepare_simulation(state_dir, product=PRODUCT, time_scale=0)
-    target = Target(sim.npu_smi_argv, sim.env, sim.root, simulated=True, sim_state_dir=state_dir)
+    target = dataclasses.replace(simulated_target(sim), spawn=None)  # real simulator processes, as on hardware
     # max_age: a sweep this long must not age its own first values out before it ends
     # the chip backends only: the probe and the NPU network (hccn_tool) are neither backend's and share its slots
-    sources = SourceSet(parse_config("collect: {backend: npu-smi}\nmax_age_seconds: 3600\n" + ALL_QUERIES), target,
-                        skip=("probe", "hccn"))
+    config = parse_config("collect: {backend: npu-smi}\nmax_age_seconds: 3600\n" + ALL_QUERIES)
+    sources = SourceSet(simulation_config(config, state_dir), target, skip=("probe", "hccn"))
     try:
         cpu, wall = _cpu_self(), time.monotonic()
         sources.poll("npu-smi")

@@ -183,7 +183,12 @@ exec cat "$REPLAY_DIR/$*"
 
 
 def record_replies(workdir: str):
-    """Run the simulator once for every call the daemon makes on this product; return (script, env, root)."""
+    """Run the simulator once for every call the daemon makes on this product; return the simulated host's Target
+    with the replaying script as its npu-smi."""
+    import dataclasses
+
+    from npumon.sim.target import simulated_target
+
     from npumon.sim import prepare_simulation
     from npumon.sim.products import get_product
 
@@ -203,7 +208,9 @@ def record_replies(workdir: str):
     script = os.path.join(workdir, "npu-smi")
     with open(script, "w", encoding="utf-8") as handle:
         handle.write(REPLAY_SCRIPT)
-    return script, {"REPLAY_DIR": replies}, simulation.root
+    # the kernel log stays off, as it was for this replayed host
+    return dataclasses.replace(simulated_target(simulation), npu_smi_argv=["/bin/sh", script],
+                               env={"REPLAY_DIR": replies}, spawn=None, kernel_log=None)
 
 
 def warm_up_polls(config, polls: int) -> int:
@@ -232,15 +239,13 @@ def poll_child(polls: int) -> dict:
     from prometheus_client.exposition import generate_latest
 
     from npumon.sources.collection import SourceSet
-    from npumon.sources.target import Target
-    from npumon.config.load import parse_config
+    from npumon.settings import parse_config
     from npumon.daemon.daemon import Daemon
 
     workdir = tempfile.mkdtemp(prefix="npumon-bench-polls-")
     try:
-        script, env, root = record_replies(workdir)
+        target = record_replies(workdir)
         config = parse_config("state_dir: {}\n".format(os.path.join(workdir, "state")))
-        target = Target(["/bin/sh", script], env, root, simulated=True)
         daemon = Daemon(config, target, listen="127.0.0.1:0")
         clock = SimulatedClock()
         daemon.collection.close()

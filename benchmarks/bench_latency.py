@@ -20,10 +20,10 @@ import time
 
 os.environ.setdefault("NPUMON_SIM_LATENCY_SCALE", "1")
 
-from npumon.config.schema import Config  # noqa: E402 - after the latency scale is set
+from npumon.settings import Config  # noqa: E402 - after the latency scale is set
 from npumon.daemon.daemon import Daemon  # noqa: E402
 from npumon.sim.simulation import prepare_simulation  # noqa: E402
-from npumon.sources.target import Target  # noqa: E402
+from npumon.sim.target import simulated_target  # noqa: E402
 
 PRODUCTS = ("atlas-800i-a2", "atlas-a3")
 
@@ -45,7 +45,7 @@ def daemon_run(product: str, minutes: float):
         os.environ["NPUMON_SIM_IN_PROCESS"] = "1"  # npu-smi answered in-process, at the model's speed
         sim = prepare_simulation(os.path.join(directory, "sim"), "healthy", product=product)
         del os.environ["NPUMON_SIM_IN_PROCESS"]
-        target = Target(sim.npu_smi_argv, sim.env, sim.root, simulated=True, spawn=sim.spawn)
+        target = simulated_target(sim)
         daemon = Daemon(Config(state_dir=os.path.join(directory, "state")), target, listen="127.0.0.1:0")
         ages = {}
         findings = set()

@@ -21,19 +21,20 @@ import time
 os.environ.setdefault("NPUMON_SIM_LATENCY_SCALE", "1")
 os.environ["NPUMON_SIM_IN_PROCESS"] = "1"
 
-from npumon.config.load import parse_config  # noqa: E402 - after the environment is set
+from npumon.settings import parse_config  # noqa: E402 - after the environment is set
 from npumon.sim.simulation import prepare_simulation  # noqa: E402
+from npumon.sim.target import simulated_target, simulation_config  # noqa: E402
 from npumon.sources.collection import SourceSet  # noqa: E402
 from npumon.sources.hccn.source import TIERS  # noqa: E402
-from npumon.sources.target import Target  # noqa: E402
 
 PRODUCTS = ("atlas-a3", "atlas-800i-a2")
 
 
 def collection(directory, product, scenario="healthy"):
-    sim = prepare_simulation(os.path.join(directory, scenario + product), scenario, product=product)
-    config = parse_config("probe: {enabled: false}\n")
-    return SourceSet(config, Target(sim.npu_smi_argv, sim.env, sim.root, simulated=True, spawn=sim.spawn))
+    sim_state_dir = os.path.join(directory, scenario + product)
+    sim = prepare_simulation(sim_state_dir, scenario, product=product)
+    config = simulation_config(parse_config("probe: {enabled: false}\n"), sim_state_dir)  # as `--simulate`
+    return SourceSet(config, simulated_target(sim))
 
 
 def timed(function, *args):

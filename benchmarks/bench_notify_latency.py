@@ -22,11 +22,11 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import List, Tuple
 
-from npumon.sources.target import Target
-from npumon.config.load import parse_config
+from npumon.settings import parse_config
 from npumon.daemon.daemon import Daemon
 from npumon.sim import prepare_simulation
 from npumon.sim.state import read_state
+from npumon.sim.target import simulated_target
 
 LEAD_IN_SECONDS = 4.0  # scenario time before the first fault: the daemon starts and polls once
 
@@ -118,7 +118,7 @@ def main() -> int:
                 os.path.join(work, "state"), args.poll, receiver.url), "<bench>")
         sim = prepare_simulation(os.path.join(work, "sim"), scenario)
         start = read_state(os.path.join(work, "sim"))["start_time"]
-        daemon = Daemon(config, Target(sim.npu_smi_argv, sim.env, sim.root, simulated=True), listen="127.0.0.1:0")
+        daemon = Daemon(config, simulated_target(sim), listen="127.0.0.1:0")
         daemon.start()
         evaluations = record_evaluations(daemon)  # services exist once started; the first fault is later
         try:

@@ -3,7 +3,9 @@
 Part 1, one probe round: ProbeSource.probe_due() over every chip of a simulated host (default: Atlas A3,
 16 chips), as the daemon's probe tier runs it (child processes with the simulated pyACL, max_concurrent
 at a time). Measured per round: wall time, CPU time of the daemon process itself (all its threads:
-starting children, reading their output, bookkeeping) and CPU time of the probe children.
+starting children, reading their output, bookkeeping), CPU time of the probe children
+(getrusage(RUSAGE_CHILDREN): the CPU they used, whatever else loads the machine) and how many children
+the round started.
 
 Part 1 runs once with the runtime facts (probe.runtime_facts, the default: device count, SoC name, versions,
 memory, utilisation and core counts asked in the same child) and, with --compare-runtime-facts, once
@@ -38,11 +40,13 @@ from apscheduler.events import EVENT_JOB_SUBMITTED
 from npumon.model import HostSample
 from npumon.sources.base import Parts
 from npumon.sources.target import Target
-from npumon.config.schema import Config, PollConfig
+from npumon.config.schema import PollConfig
+from npumon.settings import Config
 from npumon.daemon.daemon import Daemon
 from npumon.sources.probe.config import ProbeConfig
 from npumon.sources.probe.source import ProbeSource
 from npumon.sim import prepare_simulation
+from npumon.sim.target import simulated_target, simulation_config
 from npumon.sources.npusmi.source import NpuSmiSource
 from npumon.sources.runner import CommandRunner
 
@@ -65,13 +69,24 @@ def summary(values: List[float], unit_scale: float = 1000.0, unit: str = "ms") -
         len(values), u=unit)
 
 
-def probe_rounds(target: Target, rounds: int, max_concurrent: int, runtime_facts: bool = True) -> None:
-    config = Config(probe=ProbeConfig(max_concurrent=max_concurrent, runtime_facts=runtime_facts))
+def probe_rounds(target: Target, sim_state_dir: str, rounds: int, max_concurrent: int,
+                 runtime_facts: bool = True) -> None:
+    # the probe's operator-model cache goes with the simulation, as under `--simulate`, not to /var/lib/npumon
+    config = simulation_config(Config(probe=ProbeConfig(max_concurrent=max_concurrent, runtime_facts=runtime_facts)),
+                               sim_state_dir)
     table = NpuSmiSource(CommandRunner(target.npu_smi_argv, 10.0, 2, env=target.env))
-    table.poll_table()
+    table.poll(table.tiers()[0].name)  # the main table: the chips to probe
     chip_list = table.chips(time.time(), 600.0)
     now = [time.time()]
     source = ProbeSource(config, target, clock=lambda: now[0], rng=random.Random(1))
+    spawns = [0]
+    run_child = source._run_child
+
+    def counted(args, timeout):
+        spawns[0] += 1
+        return run_child(args, timeout)
+
+    source._run_child = counted
     walls, own, children, query_stages = [], [], [], []
     for _ in range(rounds + 1):
         own_before, children_before = cpu_seconds(resource.RUSAGE_SELF), cpu_seconds(resource.RUSAGE_CHILDREN)
@@ -95,6 +110,7 @@ def probe_rounds(target: Target, rounds: int, max_concurrent: int, runtime_facts
     print("  daemon CPU per round:  {}".format(summary(own[1:])))
     print("  daemon CPU per chip:   {:.1f} ms".format(statistics.median(own[1:]) / len(chip_list) * 1000))
     print("  children CPU per round: {}".format(summary(children[1:], 1.0, "s")))
+    print("  children started per round: {:.1f}".format(spawns[0] / (rounds + 1)))
     print("  child init + mem_info stages per chip: {}".format(summary(query_stages[len(chip_list):])))
     source.close()
 
@@ -144,12 +160,13 @@ def main() -> int:
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="npumon-bench-probe-") as work:
-        sim = prepare_simulation(os.path.join(work, "sim"), "healthy", product=args.product)
-        target = Target(sim.npu_smi_argv, sim.env, sim.root, simulated=True)
+        sim_state_dir = os.path.join(work, "sim")
+        sim = prepare_simulation(sim_state_dir, "healthy", product=args.product)
+        target = simulated_target(sim)
         print("load average before: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
-        probe_rounds(target, args.rounds, args.max_concurrent)
+        probe_rounds(target, sim_state_dir, args.rounds, args.max_concurrent)
         if args.compare_runtime_facts:
-            probe_rounds(target, args.rounds, args.max_concurrent, runtime_facts=False)
+            probe_rounds(target, sim_state_dir, args.rounds, args.max_concurrent, runtime_facts=False)
         if args.no_daemon:
             print("load average after: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
             return 0

@@ -4,7 +4,7 @@
     python3 docs/reference.py          # rewrite the generated parts
     python3 docs/reference.py --check  # exit 1 if they are out of date (tests/test_docs_reference.py)
 
-Configuration: every key of the config schema (npumon/config/schema.py and each source's and service's
+Configuration: every key of the config (npumon/settings.py: config/schema.py plus each source's and service's
 section), its default and the comment the schema gives it. Metrics: every family a MetricSpec declares, with
 its labels and HELP text, plus the self-metric families the collectors build directly. Rules: the facts. Only the text
 between the `<!-- generated: NAME -->` and `<!-- end: NAME -->` markers is replaced; the prose around it is
@@ -26,7 +26,8 @@ from typing import Any, Dict, Iterator, List, Tuple
 DOCS = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(DOCS))
 
-from npumon.config.schema import Config  # noqa: E402
+from npumon.config.schema import DEFAULT_STATE_DIR, default_state_dir  # noqa: E402
+from npumon.settings import Config  # noqa: E402
 
 INTERNAL_KEYS = {"source"}  # set by the loader (where the config came from), not a YAML key
 
@@ -62,6 +63,8 @@ def field_comments(cls: Any) -> Dict[str, str]:
 def default_text(spec: dataclasses.Field) -> str:
     if spec.default is not dataclasses.MISSING:
         value = spec.default
+    elif spec.default_factory is default_state_dir:  # not the override the environment (a test run) may give
+        value = DEFAULT_STATE_DIR
     elif spec.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
         value = spec.default_factory()  # type: ignore[misc]
     else:

@@ -541,6 +541,25 @@ def node_panels() -> List[Any]:
                    [Query('npumon_host_numa_cpu_ratio{%s}' % NODE, "node {{node}}"),
                     Query('npumon_host_cpu_ratio{%s}' % NODE, "whole host")],
                    unit="percentunit", legend_table=False, defaults={"max": 1}),
+        Row("Inference server"),
+        timeseries("Serving latency and batch", "The inference server's own figures (docs/serving.md): mean "
+                   "end-to-end latency and time to first token of the requests finished between polls, and the "
+                   "batch it runs. A backlog with small batches and idle chips: raise the batch size "
+                   "(serving-small-batch).",
+                   [Query('npumon_host_serving_request_latency_seconds{%s}' % NODE, "mean latency"),
+                    Query('npumon_host_serving_time_to_first_token_seconds{%s}' % NODE, "time to first token"),
+                    Query('npumon_host_serving_batch_size{%s}' % NODE, "batch size")],
+                   unit="s", legend_table=False, width=10,
+                   overrides=[_by_name("batch size", unit="short", custom__axisPlacement="right")]),
+        timeseries("Serving throughput", "Requests completed and tokens generated per second, between npumon's "
+                   "polls of the inference server.",
+                   [Query('npumon_host_serving_requests_per_second{%s}' % NODE, "requests/s"),
+                    Query('npumon_host_serving_generation_tokens_per_second{%s}' % NODE, "tokens/s")],
+                   legend_table=False, width=10, overrides=[_by_name("tokens/s", custom__axisPlacement="right")]),
+        stat("Model load time", "How long the inference server's slowest model took to load (Triton exports it; "
+             "serving-slow-model-load above 600 s).",
+             [instant('npumon_host_serving_model_load_seconds{%s}' % NODE, "load")],
+             width=4, height=8, unit="s", defaults={"thresholds": _thresholds((600, "orange"))}, feature="triton"),
         Row("NPU network"),
         timeseries("RoCE link", "1 if the NPU's RoCE port (hccn_tool -link) is UP, 0 if DOWN: HCCL jobs over a "
                    "down port time out. 910-family hosts only.",

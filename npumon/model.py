@@ -94,6 +94,20 @@ class ChipSample:
     processes: List[ProcessSample] = field(default_factory=list)
     pcie: Optional["PcieLink"] = None
     numa_node: Optional[int] = None  # NUMA node of the chip's PCIe device (sysfs numa_node), if known
+    # The chip's interconnect links (sources/npusmi/links.py, DCMI alike), where the product has them:
+    # HCCS (910B, A3): {"health": "OK"|"NOK", "first_error_lane", "links": [{"link", "lane_mode", "lanes",
+    # "speed_gbps", "tx_packets", "rx_packets", "retries", "crc_errors"}]}
+    hccs: Optional[Dict[str, Any]] = None
+    # HCCS bandwidth over a short profiling window, GB/s: {"links": [{"link", "tx_gbps", "rx_gbps"}],
+    # "total_tx_gbps", "total_rx_gbps"}
+    hccs_bandwidth: Optional[Dict[str, Any]] = None
+    sio: Optional[Dict[str, Any]] = None  # A3 die-to-die link: {"tx_errors", "rx_errors"} CRC error counts
+    # The 950's UB ports (DCMI only: sources/dcmi/read.py read_ub): {"link_status": "linked"|"partial"|"no_link"|
+    # "not_needed", "ports": [{"udie", "port", "status": "full"|"partial_lanes"|"down", "counters": {npu-exporter's
+    # counter name: count since the driver loaded} or None}]}
+    ub: Optional[Dict[str, Any]] = None
+    # their traffic over a 100 ms window, MB/s: {"ports": [{"udie", "port", "tx_mbps", "rx_mbps"}]} (linked ports)
+    ub_bandwidth: Optional[Dict[str, Any]] = None
     probe: Optional["ProbeSample"] = None  # the latest liveness probe (npumon.sources.probe), while fresh
     # A source's own values that have no field here, by name (its SourceSpec declares their facts and
     # metrics); `check --json` shows them as keys of the chip.
@@ -172,10 +186,11 @@ class NumaNode:
 class DeviceFile:
     path: str
     exists: bool
-    accessible: bool  # readable and writable by this process
+    accessible: bool  # readable and writable by this process; as root, by a user other than root (by_mode)
     mode: Optional[str] = None  # e.g. "crw-rw----"
     owner: Optional[str] = None
     group: Optional[str] = None
+    by_mode: bool = False  # judged from the mode bits: root opens any file, so its own access says nothing
 
 
 @dataclass
@@ -201,6 +216,9 @@ class HostSample:
     extra: Dict[str, Any] = field(default_factory=dict)  # a source's own values by name, as on ChipSample
 
 
+NOT_POLLED = "not polled yet"  # what a source reports before its first poll
+
+
 @dataclass
 class SourceStatus:
     ok: bool
@@ -209,10 +227,22 @@ class SourceStatus:
     last_success: Optional[float] = None  # unix time
     unsupported: bool = False  # the product does not support this query at all
     left_out: int = 0  # calls its last poll did not make for lack of time or a free slot (asked first next time)
-    waiting_on: Optional[str] = None  # down only because this other source is (its own failure is not news)
+    # waiting for this other source (hccn for npu-smi's chips, npu-smi's queries for its table), within its grace:
+    # not down itself (the other source's status says what is wrong, if anything)
+    waiting_on: Optional[str] = None
     degraded: bool = False  # up, but part of its answer was unreadable and left out (error says what)
     backend: Optional[str] = None  # what reads the chip values ("dcmi" or "npu-smi"), on the sources that do
     fallback_reason: Optional[str] = None  # collect.backend auto on npu-smi: why not DCMI
+
+    @property
+    def not_polled_yet(self) -> bool:
+        return not self.ok and self.last_success is None and self.error == NOT_POLLED
+
+    @property
+    def failing(self) -> bool:
+        """Down for real, as the journal logs it and the source-down rule counts it: not ok, not unsupported on
+        this host, not merely waiting for its first poll, and not waiting for another source."""
+        return not self.ok and not self.unsupported and not self.not_polled_yet and self.waiting_on is None
 
     def to_json(self) -> Dict[str, Any]:
         return {

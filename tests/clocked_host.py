@@ -10,7 +10,7 @@ from typing import Dict, List, Optional
 
 from prometheus_client import generate_latest
 
-from npumon.config.schema import Config
+from npumon.settings import Config
 from npumon.model import Finding, Snapshot
 from npumon.outputs.exporter import ExporterView, build_registry
 from npumon.outputs.report import status_document
@@ -19,8 +19,8 @@ from npumon.rules.loader import load_rules
 from npumon.sim.inprocess import InProcessNpuSmi
 from npumon.sim.simulation import Simulation
 from npumon.sim.state import STATE_ENV, read_state
+from npumon.sim.target import simulated_target
 from npumon.sources.collection import SourceSet
-from npumon.sources.target import Target
 
 
 class FakeClock:
@@ -40,8 +40,8 @@ class ClockedHost:
     def __init__(self, config: Config, sim: Simulation):
         self.clock = FakeClock(read_state(sim.env[STATE_ENV])["start_time"])
         spawn = InProcessNpuSmi(clock=self.clock, sleep=self.clock.sleep)
-        target = Target(sim.npu_smi_argv, sim.env, sim.root, simulated=True, spawn=spawn)
-        self.collection = SourceSet(config, target, clock=self.clock)
+        target = simulated_target(sim, spawn=spawn)
+        self.collection = SourceSet(config, target, clock=self.clock, sleep=self.clock.sleep)
         rules, params = load_rules(config.rule_files, params=config.thresholds)  # as the daemon loads them
         self.engine = RuleEngine(rules, params)
         self.snapshot: Optional[Snapshot] = None

@@ -13,21 +13,32 @@ nothing: the in-process simulator sleeps through the test's sleep. Tests marked 
 hardware-like speed (scale 1), and so does every process they start; NPUMON_SIM_LATENCY_SCALE=1 runs the
 whole suite that way (slow; for checking scheduling changes against real timing).
 
+Every test runs with its own state directory: NPUMON_STATE_DIR (the default state_dir, inherited by the processes
+a test starts) names an empty directory of the test's own, and fixtures wider than a test get one for the session.
+The run fails if anything under the real /var/lib/npumon changed during it (tests/state_guard.py).
+
 Hypothesis profiles set the example count of properties that do not set their own (the parser property):
 "ci", the default, 2,000; "thorough", 10,000 (the parser property's bar), with HYPOTHESIS_PROFILE=thorough.
 """
 
+import itertools
+import logging
 import os
 import shutil
 import subprocess
+import tempfile
+from types import SimpleNamespace
 
 import pytest
 from hypothesis import HealthCheck, settings
 
 from daemon_harness import DaemonProcess
+from npumon.cli.main import main
+from npumon.config.schema import DEFAULT_STATE_DIR, STATE_DIR_ENV
 from npumon.sim.dcmi.build import FakeDcmiBuildError, build_fake_library, find_compiler
 from npumon.sim.latency import LATENCY_SCALE_ENV
 from npumon.sim.simulation import IN_PROCESS_ENV
+from state_guard import StateGuard
 
 settings.register_profile("ci", deadline=None, max_examples=2000, suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("thorough", deadline=None, max_examples=10000,
@@ -41,8 +52,26 @@ os.environ.setdefault(LATENCY_SCALE_ENV, "0")  # NPUMON_SIM_LATENCY_SCALE=1 runs
 os.environ["NPUMON_CONFIG"] = os.path.join(os.path.dirname(os.path.abspath(__file__)), "no-such-dir", "npumon.yaml")
 
 
+_SESSION_STATE = tempfile.mkdtemp(prefix="npumon-test-state-")
+os.environ[STATE_DIR_ENV] = _SESSION_STATE  # for session- and module-wide fixtures; each test gets its own below
+_state_dirs = itertools.count()
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", "realistic_latency: simulated npu-smi takes as long as on real hardware")
+    config.pluginmanager.register(StateGuard(DEFAULT_STATE_DIR), "npumon-state-guard")
+
+
+def pytest_unconfigure(config):
+    shutil.rmtree(_SESSION_STATE, ignore_errors=True)
+
+
+@pytest.fixture(autouse=True)
+def _own_state_dir(monkeypatch):
+    """NPUMON_STATE_DIR: an empty directory of this test's own (tests that set state_dir keep theirs)."""
+    path = os.path.join(_SESSION_STATE, "test-{}".format(next(_state_dirs)))
+    os.mkdir(path)
+    monkeypatch.setenv(STATE_DIR_ENV, path)
 
 
 @pytest.fixture(autouse=True)
@@ -53,6 +82,30 @@ def _simulator_path(request, monkeypatch):
         monkeypatch.delenv(IN_PROCESS_ENV, raising=False)
     if request.node.get_closest_marker("realistic_latency") is not None:
         monkeypatch.setenv(LATENCY_SCALE_ENV, "1")
+
+
+@pytest.fixture
+def cli(capsys, monkeypatch):
+    """cli(*args, env=None): `npumon ARGS...` through the CLI's main() in this process, as an object with
+    returncode, stdout and stderr like a finished process's: the same exit code and output as the executable,
+    without an interpreter start per call. A usage error's SystemExit gives its code, as the executable's exit
+    status would; the root logger a command set up is put back as it was. env: variables set for the call (and
+    the rest of the test)."""
+    def call(*args, env=None):
+        for name, value in (env or {}).items():
+            monkeypatch.setenv(name, value)
+        root = logging.getLogger()
+        handlers, level = list(root.handlers), root.level
+        try:
+            code = main(list(args))
+        except SystemExit as exc:  # argparse's usage errors
+            code = exc.code
+        finally:
+            root.handlers[:] = handlers
+            root.setLevel(level)
+        captured = capsys.readouterr()
+        return SimpleNamespace(returncode=code, stdout=captured.out, stderr=captured.err)
+    return call
 
 
 @pytest.fixture

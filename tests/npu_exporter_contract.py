@@ -91,6 +91,66 @@ CONTRACT.update({  # the network, RoCE and optical groups (COMPAT.md section 5, 
     "npu_chip_optical_rx_power_3": (L1, "npu interface receive optical-rx-power-3"),
 })
 
+CONTRACT.update({  # the HCCS group, links 1-7 (COMPAT.md section 5; collector_for_hccs.go builds the HELP with the number)
+    name.format(n): (L1, help_text.format(n)) for n in range(1, 8) for name, help_text in (
+        ("npu_chip_info_hccs_statistic_info_tx_cnt_{}", "transmitted message count for hccs {}"),
+        ("npu_chip_info_hccs_statistic_info_rx_cnt_{}", "received message count for hccs {}"),
+        ("npu_chip_info_hccs_statistic_info_crc_err_cnt_{}", "crc error count for hccs {}"),
+        ("npu_chip_info_hccs_bandwidth_info_tx_{}", "single-link transmission data bandwidth for hccs {}"),
+        ("npu_chip_info_hccs_bandwidth_info_rx_{}", "single-link receive data bandwidth for hccs {}"))})
+CONTRACT.update({  # the HCCS bandwidth totals and the SIO group
+    "npu_chip_info_hccs_bandwidth_info_profiling_time": (L1, "sampling interval for hccs bandwidth"),
+    "npu_chip_info_hccs_bandwidth_info_total_tx": (L1, "total sent data bandwidth"),
+    "npu_chip_info_hccs_bandwidth_info_total_rx": (L1, "total received data bandwidth"),
+    "npu_chip_info_sio_crc_tx_err_cnt": (L1, "sio transmitted error count between die"),
+    "npu_chip_info_sio_crc_rx_err_cnt": (L1, "sio received error count between die"),
+})
+
+# The 950's UB group (COMPAT.md section 5.1, collector_for_ub.go): the chip's labels plus udie and port, the HELP
+# text npu-exporter builds ending in "ub port"; the 40 UB common counters (the UBoE core_mib_* ones are not served)
+LUB = L1 + ("udie", "port")
+CONTRACT.update({"npu_chip_info_" + name: (LUB, help_text + "ub port") for name, help_text in (
+    ("ub_ipv4_pkt_cnt_rx", "number of ipv4 ub packets received by rx on "),
+    ("ub_ipv6_pkt_cnt_rx", "number of ipv6 ub packets received by rx on "),
+    ("unic_ipv4_pkt_cnt_rx", "number of ipv4 unic packets received by rx on "),
+    ("unic_ipv6_pkt_cnt_rx", "number of ipv6 unic packets received by rx on "),
+    ("ub_compact_pkt_cnt_rx", "number of cfg6 packets received by rx on "),
+    ("ub_umoc_ctph_cnt_rx", "number of cfg7 clan packets received by rx on "),
+    ("ub_umoc_ntph_cnt_rx", "number of cfg7 not clan packets received by rx on "),
+    ("ub_mem_pkt_cnt_rx", "number of ub mem packets received by rx on "),
+    ("unknown_pkt_cnt_rx", "number of unknown packets received by rx on "),
+    ("drop_ind_cnt_rx", "number of packet with drop_ind received by rx on "),
+    ("err_ind_cnt_rx", "number of err packets received by rx on "),
+    ("to_host_pkt_cnt_rx", "number of landed packets after routing on the rx "),
+    ("to_imp_pkt_cnt_rx", "number of landed enumeration configuration and management packets after routing on the rx "),
+    ("to_mar_pkt_cnt_rx", "number of landed ub memory packets after routing on the rx "),
+    ("to_link_pkt_cnt_rx", "number of packets forward from the rx to the tx of the same port after routing "),
+    ("to_noc_pkt_cnt_rx", "number of p2p packets received on the rx after routing "),
+    ("route_err_cnt_rx", "number of packets with routing lookup errors after processing received on the rx "),
+    ("out_err_cnt_rx", "total number of erroneous packets after validation of packets received on the rx "),
+    ("length_err_cnt_rx", "number of packets with length errors after validation of packets received on the rx "),
+    ("rx_busi_flit_num", "number of flits of service packets received from the mac on the rx "),
+    ("rx_send_ack_flit", "cumulative number of acks released to the peer on the rx "),
+    ("ub_ipv4_pkt_cnt_tx", "number of ipv4 ub packets sent by tx on "),
+    ("ub_ipv6_pkt_cnt_tx", "number of ipv6 ub packets sent by tx on "),
+    ("unic_ipv4_pkt_cnt_tx", "number of ipv4 unic packets sent by tx on "),
+    ("unic_ipv6_pkt_cnt_tx", "number of ipv6 unic packets sent by tx on "),
+    ("ub_compact_pkt_cnt_tx", "number of cfg6 packets sent by tx on "),
+    ("ub_umoc_ctph_cnt_tx", "number of cfg7 clan packets sent by tx on "),
+    ("ub_umoc_ntph_cnt_tx", "number of cfg7 not clan packets sent by tx on "),
+    ("ub_mem_pkt_cnt_tx", "number of ub mem packets sent by tx on "),
+    ("unknown_pkt_cnt_tx", "number of unknown packets sent by tx on "),
+    ("drop_ind_cnt_tx", "number of packet with drop_ind sent by tx on "),
+    ("err_ind_cnt_tx", "number of err packets sent by tx on "),
+    ("lpbk_ind_cnt_tx", "number of packets looped back at nl by tx on "),
+    ("out_err_cnt_tx", "total number of erroneous packets after validation of packets sent on the tx "),
+    ("length_err_cnt_tx", "number of packets with length errors after validation of packets sent on the tx "),
+    ("tx_busi_flit_num", "number of flits of service packets sent from the mac on the tx "),
+    ("tx_recv_ack_flit", "cumulative number of acks released to the peer on the tx "),
+    ("retry_req_sum", "number of retransmission attempts initiated on "),
+    ("retry_ack_sum", "number of response retransmissions on "),
+    ("crc_error_sum", "number of crc check errors "))})
+
 CONTRACT.update({  # the container group (COMPAT.md sections 2 L5 and 5), from the Kubernetes source's pods
     "npu_container_info": (("npuID",) + L1[1:] + ("containerID", "containerName"),
                            "the container name and deviceID relationship"),

@@ -1,24 +1,30 @@
 """One pass of a simulated host as `npumon check` makes it (latency off), and the built-in rules' findings on it
 (a rule's `for:` does not delay it in one pass)."""
 
-from npumon.config.load import parse_config
+from npumon.settings import parse_config
 from npumon.rules.engine import RuleEngine
 from npumon.rules.loader import load_rules
 from npumon.sim.simulation import prepare_simulation
+from npumon.sim.target import simulated_target, simulation_config
 from npumon.sources.collection import SourceSet
-from npumon.sources.target import Target
 
 
-def judged_pass(directory, scenario, config_text="", product=None):
-    """(snapshot, findings) of one pass over `scenario` simulated in `directory`, with the config `config_text`."""
+PASS_DEADLINE_SECONDS = 120.0  # far beyond a pass with latency off: it only makes the pass one-shot
+
+
+def judged_pass(directory, scenario, config_text="", product=None, wrap_spawn=None):
+    """(snapshot, findings) of one pass over `scenario` simulated in `directory`, with the config `config_text`;
+    `wrap_spawn(spawn)`: a spawn in place of the simulator's (one that damages its answers)."""
     sim = prepare_simulation(str(directory), scenario, product=product, time_scale=0, latency_scale=0)
-    config = parse_config(config_text)
-    # sim_state_dir: what sources keep (the learned chip count, cursors) stays with this simulation, as
+    # simulation_config: what sources keep (the learned chip count, cursors) stays with this simulation, as
     # `npumon check --simulate` keeps it, instead of going to the config's state_dir for the next test to find
-    target = Target(sim.npu_smi_argv, sim.env, sim.root, simulated=True, spawn=sim.spawn, sim_state_dir=str(directory))
-    collection = SourceSet(config, target)
+    config = simulation_config(parse_config(config_text), str(directory))
+    spawn = sim.spawn if wrap_spawn is None else wrap_spawn(sim.spawn)
+    collection = SourceSet(config, simulated_target(sim, spawn=spawn))
     try:
-        snapshot = collection.collect_once()
+        # within a deadline, as `npumon check` makes its pass: the identity tier then sweeps the die ids in
+        # this one pass (a daemon's first identity poll reads `info -m` alone), so compat series are served
+        snapshot = collection.collect_once(within=PASS_DEADLINE_SECONDS)
     finally:
         collection.close()
     rules, params = load_rules(config.rule_files)

@@ -1,1 +1,2 @@
-"""The `npumon` command: main.py builds the parser; one module per command family; common.py holds what they share."""
+"""The `npumon` command: parser.py holds every command's options, main.py runs one, one module per command family;
+common.py holds what they share."""

@@ -11,50 +11,24 @@ printing what it has with UNKNOWN and what it still waited for.
 
 import argparse
 import json
+import os
+import shutil
+import sys
+import textwrap
 import threading
 from typing import Optional, Sequence
 
 from ..config.errors import ConfigError
-from ..config.location import load_command_config
-from ..config.schema import Config
+from ..outputs.colour import Painter
+from ..outputs.colour import wanted as colour_wanted
 from ..outputs.report import EXIT_CODES, SCHEMA, nagios_line, render_table, rfc3339, status_document
+from ..settings import Config, load_command_config
 from ..sources.collection import SourceSet
 from ..sources.target import NpuSmiMissing
-from .common import UserError, add_common, open_target, setup_logging, simulated_config
+from .common import UserError, open_target, setup_logging
 
 
-def add_check_command(commands: "argparse._SubParsersAction") -> None:
-    """Register `check` with the `npumon` parser."""
-    check = commands.add_parser("check", help="one pass of every check; Nagios exit code",
-                                description="Collect once, evaluate every rule once, print the result and exit "
-                                            "0 OK, 1 WARNING, 2 CRITICAL or 3 UNKNOWN.")
-    add_common(check)
-    check.add_argument("--json", action="store_true", help="print the npumon.check/v1 JSON document")
-    check.add_argument("--textfile", metavar="DIR",
-                       help="also write the metrics to DIR/npumon.prom for node_exporter's textfile collector")
-    check.add_argument("--full", action="store_true",
-                       help="every query tier, the NPU network (hccn_tool) and the liveness probe, not only the "
-                            "quick ones (give it a longer --timeout)")
-    check.add_argument("--probe", action="store_true", help="also probe every chip once with the ACL runtime")
-    check.add_argument("--no-probe", action="store_true", help="no liveness probe, even with --full")
-    check.add_argument("--timeout", metavar="SECONDS", type=_seconds, default=DEFAULT_TIMEOUT_SECONDS,
-                       help="give up after this long, print what was read and exit 3 (default: %(default)g, "
-                            "inside NRPE's 10 s)")
-    check.set_defaults(func=cmd_check)
-
-
-DEFAULT_TIMEOUT_SECONDS = 9.0
 RESERVE_SECONDS = 1.0  # of --timeout, kept for the rules, the output and closing what still runs
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not 0 < value <= 3600:  # also refuses nan and inf
-        raise argparse.ArgumentTypeError("must be a number of seconds above 0 and at most 3600, got {!r}".format(text))
-    return value
 
 
 def load_rule_engine(config: Config, one_shot: bool):
@@ -74,8 +48,8 @@ def cmd_check(args: argparse.Namespace) -> int:
         setup_logging(args.log_level or ("warning" if config.log_level == "info" else config.log_level))
         engine, params = load_rule_engine(config, one_shot=True)
         probe = (args.full or args.probe) and not args.no_probe
-        with open_target(args, config) as target:
-            config = simulated_config(config, target)
+        with open_target(args, config) as (target, config_for):
+            config = config_for(config)
             collection = SourceSet(config, target, skip=() if probe else ("probe",), quick_pass=not args.full,
                                    max_concurrent=config.check_max_concurrent, one_pass=True)
             snapshot, timed_out = _collect_within(collection, args.full, ("probe",) if probe else (), args.timeout)
@@ -102,10 +76,26 @@ def cmd_check(args: argparse.Namespace) -> int:
     args.exit_code = EXIT_CODES[document["status"]]  # also when a closed pipe cuts the printing short
     if args.json:
         print(json.dumps(document, indent=2))
-    else:
+    elif _terminal():  # a person: the table first, then the verdict in colour, the perfdata last and wrapped
+        status_line, _, perf = nagios_line(snapshot, findings, params, error=incomplete).partition(" | ")
+        paint = Painter(colour_wanted(sys.stdout, os.environ))
+        print(render_table(snapshot, findings, paint))
+        print()
+        print(paint(status_line, document["status"]))
+        if perf:
+            print(textwrap.fill(perf, width=shutil.get_terminal_size().columns, initial_indent="perfdata: ",
+                                subsequent_indent="  ", break_on_hyphens=False, break_long_words=False))
+    else:  # Nagios and pipes: the status line with its perfdata first, as the plugin protocol has it
         print(nagios_line(snapshot, findings, params, error=incomplete))
         print(render_table(snapshot, findings))
     return args.exit_code
+
+
+def _terminal() -> bool:
+    try:
+        return sys.stdout.isatty()
+    except (AttributeError, ValueError):
+        return False
 
 
 def _incomplete(snapshot) -> Optional[str]:

@@ -1,38 +1,21 @@
-"""`npumon completion bash`: a bash completion script generated from the argument parser.
+"""`npumon completion bash|zsh|fish`: a completion script generated from the argument parser.
 
-Install it with `npumon completion bash > /etc/bash_completion.d/npumon` (or source it from ~/.bashrc).
-It completes commands, subcommands and options per command, option values with fixed choices, the
-simulator's scenarios and products, and file or directory names where an option takes a FILE or DIR.
+bash: `npumon completion bash > /etc/bash_completion.d/npumon` (or source it from ~/.bashrc). zsh: the same
+script through zsh's bashcompinit, `source <(npumon completion zsh)` in ~/.zshrc. fish: `npumon completion fish
+> ~/.config/fish/completions/npumon.fish`. Each completes commands, subcommands and options per command, option
+values with fixed choices, the simulator's scenarios and products, and file or directory names where an option
+takes a FILE or DIR.
 """
 
 import argparse
 import sys
-from typing import Dict, List
+from typing import Callable, Dict, List
 
-from .common import USAGE_ERROR
-from .parser_walk import walk
+from .parser_walk import Option, walk
 
-SHELLS = ("bash",)
-
-
-def add_completion_command(commands: "argparse._SubParsersAction") -> None:
-    """Register `completion` with the `npumon` parser."""
-    completion = commands.add_parser(
-        "completion", help="print a shell completion script (bash)",
-        description="Print a completion script generated from npumon's argument parser. bash: "
-                    "`npumon completion bash > /etc/bash_completion.d/npumon`, or "
-                    "`source <(npumon completion bash)` in ~/.bashrc.")
-    completion.add_argument("shell", choices=SHELLS, help="the shell to complete for")
-    completion.set_defaults(func=cmd_completion)
-
-
-def cmd_completion(args: argparse.Namespace) -> int:
-    from .main import build_parser  # late: main imports this module
-
-    if args.shell != "bash":  # argparse's choices already refuse others; kept for a shell added later
-        print("npumon: completion: unknown shell {!r}".format(args.shell), file=sys.stderr)
-        return USAGE_ERROR
-    sys.stdout.write(bash_script(build_parser()))
+def cmd_completion(args: argparse.Namespace, build_parser: Callable[[], argparse.ArgumentParser]) -> int:
+    scripts = {"bash": bash_script, "zsh": zsh_script, "fish": fish_script}
+    sys.stdout.write(scripts[args.shell](build_parser()))
     return 0
 
 
@@ -62,6 +45,40 @@ def bash_script(parser: argparse.ArgumentParser) -> str:
                                                       if option.optional_value for flag in option.flags})))
 
 
+def zsh_script(parser: argparse.ArgumentParser) -> str:
+    """The bash script run by zsh's bash completion layer (bashcompinit), which zsh has shipped for years."""
+    return _ZSH_HEADER + bash_script(parser)
+
+
+def fish_script(parser: argparse.ArgumentParser) -> str:
+    """`complete` lines per command path: a condition names the path the words so far have reached."""
+    commands = walk(parser)
+    dynamic = value_words()
+    children, takes_value, lines = [], [], []
+    for command in commands:
+        key = " ".join(("npumon",) + command.path)
+        children.extend("{} {}".format(key, sub) for sub in command.subcommands)
+        takes_value.extend("{} {}".format(key, flag) for option in command.options
+                           if option.metavar is not None and not option.optional_value for flag in option.flags)
+        at = "-n " + _quote("__npumon_at " + _quote(key))
+        for sub in command.subcommands:
+            lines.append("complete -c npumon {} -a {}".format(at, _quote(sub)))
+        for option in command.options:
+            lines.append("complete -c npumon {} {}".format(at, _fish_option(option, dynamic)))
+    return _FISH_TEMPLATE.format(children=" ".join(_quote(word) for word in children),
+                                 takes_value=" ".join(_quote(word) for word in takes_value),
+                                 completions="\n".join(lines))
+
+
+def _fish_option(option: Option, dynamic: Dict[str, List[str]]) -> str:
+    names = " ".join("-l " + flag[2:] if flag.startswith("--") else "-s " + flag[1:] for flag in option.flags)
+    kind, _, words = _value_completion(option, dynamic).partition(":")
+    value = {"words": "-x -a " + _quote(words), "file": "-r -F", "dir": "-x -a '(__fish_complete_directories)'",
+             "none": "-x"}[kind] if option.metavar is not None else ""
+    summary = option.help.split(";")[0].split(" (")[0].strip()
+    return " ".join(part for part in (names, value, "-d " + _quote(summary[:70]) if summary else "") if part)
+
+
 def _value_completion(option, dynamic: Dict[str, List[str]]) -> str:
     """'words:a b c', 'file:', 'dir:' or 'none:' (a free value: nothing to offer)."""
     if option.choices:
@@ -83,31 +100,39 @@ def _quote(text: str) -> str:
     return "'" + text.replace("'", "'\\''") + "'"
 
 
+_ZSH_HEADER = """\
+# zsh completion for npumon, generated by `npumon completion zsh`: its bash completion through bashcompinit.
+# In ~/.zshrc, after compinit: source <(npumon completion zsh)
+autoload -U +X bashcompinit && bashcompinit
+"""
+
 _TEMPLATE = """\
 # bash completion for npumon, generated by `npumon completion bash` from its argument parser.
-declare -A _npumon_subs=(
+declare -gA _npumon_subs=(
 {subs}
 )
-declare -A _npumon_opts=(
+declare -gA _npumon_opts=(
 {opts}
 )
-declare -A _npumon_values=(
+declare -gA _npumon_values=(
 {values}
 )
 _npumon_optional_value=' {optional} '
 
+# Subscripts unquoted: zsh would keep the quotes as part of the key.
 _npumon() {{
-    local cur="${{COMP_WORDS[COMP_CWORD]}}" prev="" path="npumon" option="" spec="" i word skip=0
+    [[ -n "${{ZSH_VERSION-}}" ]] && setopt localoptions ksharrays  # zsh: bash's 0-based arrays
+    local cur="${{COMP_WORDS[COMP_CWORD]}}" prev="" cmdpath="npumon" option="" spec="" i word skip=0
     ((COMP_CWORD > 0)) && prev="${{COMP_WORDS[COMP_CWORD-1]}}"
     for ((i = 1; i < COMP_CWORD; i++)); do  # the command path so far, skipping options and their values
         word="${{COMP_WORDS[i]}}"
         if ((skip)); then skip=0; continue; fi
         case "$word" in
             =) skip=1 ;;  # --opt=VALUE: bash splits at '=', the value comes next
-            -*) if [[ -n "${{_npumon_values["$path $word"]+x}}" && $_npumon_optional_value != *" $word "* ]]; then
+            -*) if [[ -n "${{_npumon_values[$cmdpath $word]+x}}" && $_npumon_optional_value != *" $word "* ]]; then
                     skip=1
                 fi ;;
-            *) if [[ " ${{_npumon_subs["$path"]}} " == *" $word "* ]]; then path="$path $word"; fi ;;
+            *) if [[ " ${{_npumon_subs[$cmdpath]}} " == *" $word "* ]]; then cmdpath="$cmdpath $word"; fi ;;
         esac
     done
     if [[ "$cur" == "=" ]]; then  # right after --opt=
@@ -118,7 +143,7 @@ _npumon() {{
         option="$prev"
     fi
     if [[ -n "$option" ]]; then
-        spec="${{_npumon_values["$path $option"]-}}"
+        spec="${{_npumon_values[$cmdpath $option]-}}"
     fi
     case "$spec" in
         words:*) COMPREPLY=($(compgen -W "${{spec#words:}}" -- "$cur")); return 0 ;;
@@ -127,11 +152,43 @@ _npumon() {{
         none:) COMPREPLY=(); return 0 ;;
     esac
     if [[ "$cur" == -* ]]; then
-        COMPREPLY=($(compgen -W "${{_npumon_opts["$path"]}}" -- "$cur"))
+        COMPREPLY=($(compgen -W "${{_npumon_opts[$cmdpath]}}" -- "$cur"))
     else
-        COMPREPLY=($(compgen -W "${{_npumon_subs["$path"]}}" -- "$cur"))
+        COMPREPLY=($(compgen -W "${{_npumon_subs[$cmdpath]}}" -- "$cur"))
     fi
     return 0
 }}
 complete -o default -F _npumon npumon
+"""
+
+_FISH_TEMPLATE = """\
+# fish completion for npumon, generated by `npumon completion fish` from its argument parser.
+set -g __npumon_children {children}
+set -g __npumon_takes_value {takes_value}
+
+function __npumon_path --description 'the npumon command path the words so far reach'
+    set -l path npumon
+    set -l skip 0
+    for word in (commandline -opc)[2..-1]
+        if test $skip = 1
+            set skip 0
+            continue
+        end
+        switch $word
+            case '--*=*'
+            case '-*'
+                contains -- "$path $word" $__npumon_takes_value; and set skip 1
+            case '*'
+                contains -- "$path $word" $__npumon_children; and set path "$path $word"
+        end
+    end
+    echo $path
+end
+
+function __npumon_at --description 'whether the words so far reach this command path'
+    test (__npumon_path) = "$argv[1]"
+end
+
+complete -c npumon -f
+{completions}
 """

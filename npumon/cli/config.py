@@ -13,35 +13,10 @@ import sys
 from typing import Any, List
 
 from ..config.errors import ConfigError
-from ..config.load import config_problems
-from ..config.location import config_path, load_command_config, no_file_reason
+from ..config.location import config_path, no_file_reason
 from ..services.notify.redact import MASK
-from .common import CONFIG_HELP, USAGE_ERROR
-
-
-def add_config_commands(commands: "argparse._SubParsersAction") -> None:
-    """Register `config check` and `config show` with the `npumon` parser."""
-    config = commands.add_parser("config", help="validate the config file, or show the effective config",
-                                 description="Validate a config file, or print the config npumon runs with.")
-    actions = config.add_subparsers(dest="config_action", metavar="ACTION")
-    check = actions.add_parser("check", help="report every problem of a config file, one line each; exit 0 or 2",
-                               description="Validate a config file and the rule files it names without running "
-                                           "any check: one line per problem, exit 0 when there is none, else 2.")
-    check.add_argument("file", nargs="?", metavar="FILE", help=CONFIG_HELP)
-    check.add_argument("--config", "-c", metavar="FILE", dest="config_option", help="the same as FILE")
-    check.set_defaults(func=cmd_config_check)
-    show = actions.add_parser("show", help="print the effective config: the file's values and every default",
-                              description="Print the config npumon runs with, defaults filled in; inline "
-                                          "secrets are shown as " + MASK + ".")
-    show.add_argument("--config", "-c", metavar="FILE", help=CONFIG_HELP)
-    show.add_argument("--json", action="store_true", help="print JSON instead of YAML")
-    show.set_defaults(func=cmd_config_show)
-    config.set_defaults(func=lambda args: _usage(config))
-
-
-def _usage(parser: argparse.ArgumentParser) -> int:
-    parser.print_help(sys.stderr)
-    return USAGE_ERROR
+from ..settings import config_problems, load_command_config
+from .common import USAGE_ERROR
 
 
 def cmd_config_check(args: argparse.Namespace) -> int:

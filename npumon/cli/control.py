@@ -27,8 +27,9 @@ from ..services.control.power import apply_step, chip_family, plan_profile, prof
 from ..services.control.statefile import running_daemon
 from ..sources.target import NpuSmiMissing
 from ..config.errors import ConfigError
-from ..config.location import file_to_edit, in_source, load_command_config
-from .common import USAGE_ERROR, UserError, add_common, open_target, setup_logging, simulated_config
+from ..config.location import file_to_edit, in_source
+from ..settings import load_command_config
+from .common import USAGE_ERROR, UserError, open_target, setup_logging
 
 log = logging.getLogger("npumon.services.control")
 
@@ -38,48 +39,6 @@ REFUSED = 1
 
 class _Refused(Exception):
     """The request is refused (or the hardware failed): one line, exit 1."""
-
-
-def add_control_commands(commands: "argparse._SubParsersAction") -> None:
-    """Register `control` with the `npumon` parser."""
-    control = commands.add_parser(
-        "control", help="fan and power control: status, fan --duty/--auto/--safe, power PROFILE",
-        description="Fans and power knobs, through the same safety checks as the daemon's governor. Acts only "
-                    "with control.enabled: true in the config; with control.dry_run: true it only says what it "
-                    "would do. Exit status: 0 done, 1 refused or failed, 2 bad usage or config.")
-    actions = control.add_subparsers(dest="control_command", metavar="ACTION")
-    status = actions.add_parser("status", help="the fan driver, the fans now, the daemon, the power profiles")
-    add_common(status)
-    status.add_argument("--json", action="store_true", help="print one JSON object")
-    status.set_defaults(func=cmd_status)
-    fan = actions.add_parser("fan", help="set a manual duty, hand the fans back to automatic control, or apply "
-                                         "the configured safe state")
-    add_common(fan)
-    which = fan.add_mutually_exclusive_group(required=True)
-    which.add_argument("--duty", type=_percent, metavar="N", help="manual duty in percent (not below the floor)")
-    which.add_argument("--auto", action="store_true", help="automatic control (the firmware's or chip's own)")
-    which.add_argument("--safe", action="store_true",
-                       help="the configured safe state (for ExecStopPost=); does nothing when control is off")
-    fan.set_defaults(func=cmd_fan)
-    power = actions.add_parser("power", help="apply a power profile (performance, quiet, or one from the config)")
-    add_common(power)
-    power.add_argument("profile", metavar="PROFILE", nargs="?", help="the profile to apply (see --list)")
-    power.add_argument("--list", action="store_true",
-                       help="list the profiles this host's chips can take, built-in and configured; changes nothing")
-    power.add_argument("--json", action="store_true", help="with --list: print one JSON object")
-    power.set_defaults(func=cmd_power)
-    control.set_defaults(func=lambda args: _usage(control))
-
-
-def _usage(parser: argparse.ArgumentParser) -> int:
-    parser.print_help(sys.stderr)
-    return USAGE_ERROR
-
-
-def _percent(text: str) -> int:
-    if not text.isdigit() or int(text) > 100:
-        raise argparse.ArgumentTypeError("expected a whole percent 0..100, got {!r}".format(text))
-    return int(text)
 
 
 # -- the commands ---------------------------------------------------------------------------------------------
@@ -341,8 +300,8 @@ def _run(args: argparse.Namespace, body: Callable[[_Session], int]) -> int:
         config = load_command_config(args.config)
         # the printed line is the answer; the audit lines (INFO) go to the event history, and to stderr on request
         setup_logging(args.log_level or ("warning" if config.log_level == "info" else config.log_level))
-        with open_target(args, config, require_npu_smi=False) as target:
-            config = simulated_config(config, target)  # a simulated action is recorded with the simulation
+        with open_target(args, config, require_npu_smi=False) as (target, config_for):
+            config = config_for(config)  # a simulated action is recorded with the simulation
             return body(_Session(config, target, _event_recorder(config)))
     except (ConfigError, UserError, NpuSmiMissing) as exc:
         print("npumon: " + str(exc), file=sys.stderr)

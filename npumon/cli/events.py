@@ -16,11 +16,12 @@ import time
 from typing import List, Optional, Sequence, Tuple
 
 from ..config.errors import ConfigError
-from ..config.location import for_simulation, load_command_config
-from ..config.schema import Config
-from ..services.events.store import ACTIVE, KINDS, Event, EventStore, EventStoreError, FindingRow, events_path
+from ..outputs.colour import PLAIN, Painter
+from ..outputs.colour import wanted as colour_wanted
+from ..services.events.store import (ACTIVE, KINDS, Event, EventStore, EventStoreError, FindingRow, events_path,
+                                      require_readable)
+from ..settings import Config, load_command_config
 from ..outputs.report import rfc3339
-from .common import CONFIG_HELP, add_sim_state
 
 USAGE_ERROR = 2
 MAX_NOTE_CHARS = 1000
@@ -31,43 +32,6 @@ _SUBJECT = re.compile(r"^(host|npu\d+/chip\d+)$")
 
 class _UsageError(Exception):
     """A bad argument or config; printed as one line."""
-
-
-def add_event_commands(commands: "argparse._SubParsersAction") -> None:
-    """Register `events` and `ack` with the `npumon` parser."""
-    events = commands.add_parser(
-        "events", help="show the event history: findings, health changes, new error codes, chips, acks",
-        description="Show what the daemon recorded, oldest first. Times: a duration back from now (30s, 15m, "
-                    "1h, 2d, 1w) or a date and time (2024-05-01T08:00:00Z; without an offset, local time).")
-    _add_config(events)
-    events.add_argument("--since", metavar="WHEN", help="only events at or after WHEN (e.g. 1h)")
-    events.add_argument("--until", metavar="WHEN", help="only events at or before WHEN")
-    events.add_argument("--npu", metavar="N", help="only the chips of card N (npu-smi's NPU id)")
-    events.add_argument("--kind", action="append", metavar="KIND",
-                        help="only this kind (repeatable): " + ", ".join(KINDS))
-    events.add_argument("--limit", metavar="N", help="only the newest N events")
-    events.add_argument("--json", action="store_true", help="print a JSON list of events")
-    events.set_defaults(func=cmd_events)
-
-    ack = commands.add_parser(
-        "ack", help="acknowledge an active finding (sticky findings stay until acknowledged)",
-        description="Acknowledge an active finding: it resolves and stays quiet until its condition has "
-                    "cleared once. Recorded in the event history; the running daemon applies it at its next poll.")
-    _add_config(ack)
-    ack.add_argument("rule", nargs="?", metavar="RULE", help="rule id, e.g. ecc-uncorrectable")
-    ack.add_argument("subject", nargs="?", metavar="SUBJECT", help="'host' or npu<N>/chip<C>, e.g. npu2/chip0")
-    ack.add_argument("--all", action="store_true", help="acknowledge every active finding")
-    ack.add_argument("--note", metavar="TEXT", help="why, for the record (e.g. a ticket number)")
-    ack.add_argument("--json", action="store_true", help="print a JSON list of the findings acknowledged")
-    ack.set_defaults(func=cmd_ack)
-
-
-def _add_config(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", "-c", metavar="FILE", help=CONFIG_HELP + "; its state_dir holds the history")
-    parser.add_argument("--simulate", action="store_true",
-                        help="a simulated host's history, never the real host's: with --sim-state DIR")
-    add_sim_state(parser, "the simulated host's own history: the DIR that `npumon run --simulate --sim-state DIR` "
-                          "(or check, control) kept")
 
 
 # --------------------------------------------------------------------------------------------- npumon events
@@ -95,7 +59,7 @@ def cmd_events(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([event_json(event) for event in events], indent=2))
     else:
-        print(render_events(events))
+        print(render_events(events, Painter(colour_wanted(sys.stdout, os.environ))))
     return 0
 
 
@@ -138,7 +102,9 @@ def _load(args: argparse.Namespace) -> Config:
                           "DIR (`npumon run --simulate --sim-state DIR` keeps one)")
     config = load_command_config(args.config)
     if args.sim_state:
-        config = for_simulation(config, args.sim_state)
+        from ..sim.target import simulation_config
+
+        config = simulation_config(config, args.sim_state)
     if not config.events.enabled:
         raise _UsageError("the event history is turned off in {} (events.enabled: false)".format(config.source))
     return config
@@ -150,15 +116,23 @@ def event_json(event: Event) -> dict:
             "details": event.details}
 
 
-def render_events(events: Sequence[Event]) -> str:
+def render_events(events: Sequence[Event], paint: Painter = PLAIN) -> str:
+    """The events as a table; `paint` colours the header and each event's severity (a person at a terminal)."""
     if not events:
         return "no events"
     rows = [("TIME", "KIND", "SUBJECT", "SEVERITY", "MESSAGE")]
     rows.extend((rfc3339(event.time), event.kind, event.subject, event.severity or "-", event.message)
                 for event in events)
     widths = [max(len(row[column]) for row in rows) for column in range(4)]
-    return "\n".join("  ".join([cell.ljust(width) for cell, width in zip(row[:4], widths)] + [row[4]])
-                     for row in rows)
+    lines = []
+    for number, row in enumerate(rows):
+        cells = [cell.ljust(width) for cell, width in zip(row[:4], widths)] + [row[4]]
+        if number == 0:
+            cells = [paint(cell, "heading") for cell in cells]
+        else:
+            cells[3] = paint(cells[3], row[3] if row[3] in ("critical", "warning", "info") else None)
+        lines.append("  ".join(cells))
+    return "\n".join(lines)
 
 
 # --------------------------------------------------------------------------------------------- npumon ack
@@ -171,9 +145,7 @@ def cmd_ack(args: argparse.Namespace) -> int:
             raise _UsageError("--note: at most {} characters".format(MAX_NOTE_CHARS))
         config = _load(args)
         path = events_path(config.state_dir)
-        if not os.path.exists(path):  # acknowledging must not create an empty history somewhere wrong
-            raise _UsageError("{}: no event history here (`npumon run` creates it; is state_dir in the config "
-                              "right?)".format(path))
+        require_readable(path)  # acknowledging must not create an empty history somewhere wrong
         store = EventStore(path, config.events.retention_days * 86400)
         try:
             done = acknowledge(store, targets, note, _user())

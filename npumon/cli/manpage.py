@@ -8,7 +8,7 @@ import argparse
 import datetime
 import os
 import sys
-from typing import List
+from typing import Callable, List
 
 from .. import __version__
 from .parser_walk import Command, Option, walk
@@ -20,21 +20,11 @@ _FILES = (
     ("/var/lib/npumon", "The state directory (state_dir): event history, notification outbox, caches. A "
                         "simulated host (--simulate) keeps its own in its --sim-state directory instead."),
 )
-_EXIT = ("check: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN (the Nagios plugin convention). Every other command: "
+_EXIT = ("check and diag: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN (the Nagios plugin convention). Every other command: "
          "0 success, 1 refused or failed (control, notify test), 2 bad usage or bad config, with one line.")
 
 
-def add_manpage_command(commands: "argparse._SubParsersAction") -> None:
-    """Register `manpage` with the `npumon` parser."""
-    manpage = commands.add_parser("manpage", help="print the npumon(1) man page (roff)",
-                                  description="Print the man page generated from npumon's argument parser, "
-                                              "e.g. `npumon manpage > /usr/local/share/man/man1/npumon.1`.")
-    manpage.set_defaults(func=cmd_manpage)
-
-
-def cmd_manpage(args: argparse.Namespace) -> int:
-    from .main import build_parser  # late: main imports this module
-
+def cmd_manpage(args: argparse.Namespace, build_parser: Callable[[], argparse.ArgumentParser]) -> int:
     sys.stdout.write(man_page(build_parser()))
     return 0
 

@@ -9,40 +9,17 @@ import argparse
 import sys
 import time
 
-from .common import CONFIG_HELP
 
 USAGE_ERROR = 2
 TEST_RULE = "npumon-test"
-
-
-def add_notify_commands(commands) -> None:
-    """Register `notify` with its actions on the top-level subparsers (called from cli.build_parser)."""
-    notify = commands.add_parser("notify", help="alert delivery: test the configured receivers",
-                                 description="Alert delivery to webhooks, Alertmanager, chat robots and PagerDuty.")
-    actions = notify.add_subparsers(dest="notify_action", metavar="ACTION")
-    test = actions.add_parser("test", help="send a test alert to every receiver (or one) and print the answers",
-                              description="Send a test alert through each configured receiver's real path and "
-                                          "print what the receiver answered.")
-    test.add_argument("--config", "-c", metavar="FILE", help=CONFIG_HELP + "; its notify: section names the receivers")
-    test.add_argument("--receiver", metavar="NAME", help="only this receiver (default: all)")
-    test.add_argument("--resolve", action="store_true",
-                      help="send the test alert's resolved notification instead (closes the PagerDuty incident "
-                           "or Alertmanager alert an earlier test opened)")
-    test.add_argument("--json", action="store_true", help="print a JSON list of the receivers' answers")
-    test.set_defaults(func=cmd_notify_test)
-    notify.set_defaults(func=lambda args: _usage(notify))
-
-
-def _usage(parser: argparse.ArgumentParser) -> int:
-    parser.print_help(sys.stderr)
-    return USAGE_ERROR
 
 
 def cmd_notify_test(args: argparse.Namespace) -> int:
     import socket
 
     from ..config.errors import ConfigError
-    from ..config.location import in_source, load_command_config
+    from ..config.location import in_source
+    from ..settings import load_command_config
     from ..model import Finding
     from ..services.notify.alert import alert_from_finding
     from ..services.notify.flavour import DELIVERED

@@ -9,45 +9,12 @@ import json
 import logging
 import os
 import sys
-from typing import List
+from typing import Callable, List
 
 from ..config.errors import ConfigError
-from ..config.location import for_simulation, load_command_config
-from ..config.schema import Config
+from ..settings import Config, load_command_config
 from ..sources.target import NpuSmiMissing
-from .common import USAGE_ERROR, UserError, add_common, open_target, setup_logging
-
-
-def add_run_commands(commands: "argparse._SubParsersAction") -> None:
-    """Register `run` and `scenarios` with the `npumon` parser."""
-    run = commands.add_parser("run", help="the daemon: poll, judge, serve /metrics /status /healthz",
-                              description="Run the monitoring daemon in the foreground (systemd Type=notify).")
-    add_common(run)
-    run.add_argument("--listen", metavar="ADDR:PORT", help="HTTP listen address (default: the config's, 0.0.0.0:9842)")
-    run.add_argument("--web-config-file", metavar="FILE",
-                     help="exporter-toolkit web config (TLS, client certificates, basic auth), the file "
-                          "node_exporter reads with --web.config.file; read again on reload "
-                          "(default: the config's exporter.web_config_file)")
-    run.add_argument("--sim-time-scale", metavar="FACTOR", type=_time_scale, default=1.0,
-                     help="with --simulate: run the scenario's clock FACTOR times faster than wall time, to see "
-                          "hour-long trends (a leak, rising ECC counts) in minutes (default: 1)")
-    run.set_defaults(func=cmd_run)
-
-    scenarios = commands.add_parser("scenarios", help="list the simulator's scenarios and products",
-                                    description="The scenarios --simulate=SCENARIO can run and the products "
-                                                "--sim-product can simulate, each with what it shows.")
-    scenarios.add_argument("--json", action="store_true", help="print one JSON object")
-    scenarios.set_defaults(func=cmd_scenarios)
-
-
-def _time_scale(text: str) -> float:
-    try:
-        factor = float(text)
-    except ValueError:
-        factor = float("nan")
-    if not (0 < factor <= 100000):  # also refuses nan and inf
-        raise argparse.ArgumentTypeError("must be a number above 0 and at most 100000, got {!r}".format(text))
-    return factor
+from .common import USAGE_ERROR, UserError, open_target, setup_logging
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -58,12 +25,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     from ..rules.loader import RuleError
 
     limit_malloc_arenas()  # before any thread starts
-    sim_state_dirs: List[str] = []
+    config_for: List[Callable[[Config], Config]] = []  # the host's, once it is open
 
     def reload_config() -> Config:
         config = load_command_config(args.config)
-        # A simulated host keeps its event history and outbox with the simulation (config/location.py)
-        return for_simulation(config, sim_state_dirs[0]) if sim_state_dirs else config
+        # A simulated host keeps its event history and outbox with the simulation (sim/target.py)
+        return config_for[0](config) if config_for else config
 
     try:
         config = reload_config()
@@ -73,10 +40,9 @@ def cmd_run(args: argparse.Namespace) -> int:
                 parse_listen(args.listen)
             except WebServerError as exc:
                 raise UserError("--listen: {}".format(exc)) from None
-        with open_target(args, config, require_npu_smi=False) as target:
-            if target.sim_state_dir:
-                sim_state_dirs.append(target.sim_state_dir)
-                config = reload_config()
+        with open_target(args, config, require_npu_smi=False) as (target, host_config):
+            config_for.append(host_config)
+            config = host_config(config)
             daemon = Daemon(config, target, listen=args.listen, log_level=args.log_level,
                             web_config_file=args.web_config_file)
             still_running = daemon.serve_forever(reload_config)

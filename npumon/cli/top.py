@@ -16,59 +16,16 @@ import time
 from typing import Iterator, Optional
 
 from ..config.errors import ConfigError
-from ..config.location import load_command_config
+from ..settings import load_command_config
 from ..sources.target import NpuSmiMissing
 from ..tui.frame import render_frame
 from ..tui.history import History
 from ..tui.keys import ViewState
-from ..tui.rows import SORTS
-from .common import USAGE_ERROR, UserError, add_common, open_target, setup_logging, simulated_config
+from .common import USAGE_ERROR, UserError, open_target, setup_logging
 from .top_feeds import DaemonFeed, LocalFeed, default_url
 
-DEFAULT_INTERVAL_SECONDS = 2.0
 PLAIN_WIDTH = 160  # the plain table's width when stdout is no terminal
 ONCE_WITHIN_SECONDS = 8.0  # --once collecting: no npu-smi call past this, as `npumon check` within its 9 s
-
-
-def add_top_command(commands: "argparse._SubParsersAction") -> None:
-    """Register `top` with the `npumon` parser."""
-    top = commands.add_parser(
-        "top", help="live terminal view of the chips, findings and sources",
-        description="A live view of the host: one row per chip (health, temperature, power, AI Core / vector / "
-                    "HBM bandwidth, HBM used, processes, network, probe), the active findings with their hints "
-                    "and the sources with their age. Reads the local daemon's /status by default; --url reads "
-                    "another, --local or --simulate collects without a daemon. Keys: q quit, ? help, s sort, "
-                    "t/p/u/m sort by temperature/power/AI Core/HBM, / filter, Enter a chip's detail.")
-    add_common(top)
-    top.add_argument("--url", metavar="URL",
-                     help="a daemon's /status to read (default: the local daemon, from exporter.listen)")
-    top.add_argument("--local", action="store_true",
-                     help="collect on this host without a daemon (npu-smi, as `npumon check` does)")
-    top.add_argument("--probe", action="store_true", help="with --local or --simulate: also run the liveness probe")
-    top.add_argument("--interval", metavar="SECONDS", type=_interval, default=DEFAULT_INTERVAL_SECONDS,
-                     help="seconds between refreshes, 0.5..60 (default: %(default)g)")
-    top.add_argument("--sort", choices=SORTS, default="npu", help="initial sort column (default: npu)")
-    top.add_argument("--filter", metavar="TEXT", default="", help="initial chip filter, as the / key takes it")
-    top.add_argument("--once", action="store_true", help="print one frame as plain text and exit")
-    top.add_argument("--plain", action="store_true", help="a plain refreshing table even on a terminal")
-    top.add_argument("--count", metavar="N", type=_count, help="with the plain table: stop after N frames")
-    top.set_defaults(func=cmd_top)
-
-
-def _interval(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not 0.5 <= value <= 60:  # also refuses nan and inf
-        raise argparse.ArgumentTypeError("must be a number of seconds from 0.5 to 60, got {!r}".format(text))
-    return value
-
-
-def _count(text: str) -> int:
-    if not text.isdigit() or not 1 <= int(text) <= 1000000:
-        raise argparse.ArgumentTypeError("must be a whole number from 1, got {!r}".format(text))
-    return int(text)
 
 
 def cmd_top(args: argparse.Namespace) -> int:
@@ -121,8 +78,8 @@ def _feed(args: argparse.Namespace, config) -> Iterator:
     from .check import load_rule_engine
 
     engine, _ = load_rule_engine(config, one_shot=args.once)
-    with open_target(args, config) as target:
-        config = simulated_config(config, target)  # a simulated host's state stays with the simulation
+    with open_target(args, config) as (target, config_for):
+        config = config_for(config)  # a simulated host's state stays with the simulation
         feed = LocalFeed(config, target, engine, args.interval, probe=args.probe, one_pass=args.once)
         origin = "simulated {}".format(args.simulate) if args.simulate is not None else "local collection"
         try:

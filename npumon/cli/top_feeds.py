@@ -13,9 +13,9 @@ from typing import Any, Dict, Optional, Tuple
 
 import requests
 
-from ..config.schema import Config
 from ..outputs.report import SCHEMA, status_document
 from ..outputs.web import WebServerError, parse_listen
+from ..settings import Config
 from ..sources.collection import SourceSet
 from ..sources.target import Target
 

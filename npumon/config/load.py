@@ -1,40 +1,35 @@
-"""YAML configuration -> the frozen dataclasses of schema.py.
+"""YAML configuration -> frozen dataclasses (schema.py), validated.
 
 Every error names the file, the line and the dotted key, in one line, so a user can fix it without reading
 a traceback. The conversion follows the dataclasses' type hints, so adding a setting is adding one field.
+Range checks come from each owner of a part of the config (`checks`: config -> [(dotted key, problem)]); this
+module knows only the core settings' own (core_problems). npumon/settings.py puts the whole config together.
 """
 
 import dataclasses
 import math
 import re
 import typing
-from typing import Any, Dict, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import yaml
 
-from ..childenv import withhold
-from ..services.notify.config import secret_variables
+from . import yamlparse
 from .errors import ConfigError, line_of
-from .schema import LOG_LEVELS, SECTIONS, Config, PollConfig
+from .schema import LOG_LEVELS, PollConfig
 
-def load_config(path: Optional[str]) -> Config:
-    """Read and validate a config file; None gives the defaults."""
-    if path is None:
-        return Config()
-    config = parse_config(_read_text(path, "config"), path)
-    withhold(secret_variables(config.notify))  # no child npumon starts sees a variable holding a secret
-    return config
+Check = Callable[[Any], List[Tuple[str, str]]]  # config -> [(dotted key, problem)]
 
 
 def load_yaml_as(path: str, cls: Any, what: str) -> Tuple[Any, Optional[yaml.Node]]:
     """Another YAML file (e.g. the exporter's web config) read into the dataclass `cls` with the config's
     one-line errors (unknown keys, wrong types, file:line: key); also returns the document, for line_of()."""
-    text = _read_text(path, what)
+    text = read_text(path, what)
     node = _compose(text, path)
     return (cls() if node is None else _convert(node, cls, path, "")), node
 
 
-def _read_text(path: str, what: str) -> str:
+def read_text(path: str, what: str) -> str:
     try:
         with open(path, encoding="utf-8") as handle:
             return handle.read()
@@ -46,7 +41,7 @@ def _read_text(path: str, what: str) -> str:
 
 def _compose(text: str, path: str) -> Optional[yaml.Node]:
     try:
-        return yaml.compose(text, Loader=yaml.SafeLoader)
+        return yamlparse.compose(text)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark is not None else 1
@@ -55,33 +50,34 @@ def _compose(text: str, path: str) -> Optional[yaml.Node]:
         raise ConfigError("{}: bad YAML: {}".format(path, str(exc).splitlines()[0])) from None
 
 
-def parse_config(text: str, path: str = "<config>") -> Config:
+def parse_document(text: str, path: str, cls: Any, checks: Sequence[Check]) -> Any:
+    """A config document as the dataclass `cls`, checked by core_problems and `checks`; the first problem raises."""
     node = _compose(text, path)
     if node is None:  # empty file: all defaults
-        return dataclasses.replace(Config(), source=path)
-    config = _convert(node, Config, path, "")
+        return dataclasses.replace(cls(), source=path)
+    config = _convert(node, cls, path, "")
     config = dataclasses.replace(config, source=path)
-    problems = _validate(config, node, path)
+    problems = _validate(config, node, path, checks)
     if problems:
         raise ConfigError(problems[0])
     return config
 
 
-def config_problems(path: str) -> Tuple[Optional[Config], List[str]]:
+def document_problems(path: str, cls: Any, checks: Sequence[Check]) -> Tuple[Optional[Any], List[str]]:
     """Every problem of a config file, one line each (`npumon config check`), rather than the first: a key
     that cannot be read is reported and left at its default, so the keys after it are still checked."""
     try:
-        node = _compose(_read_text(path, "config"), path)
+        node = _compose(read_text(path, "config"), path)
     except ConfigError as exc:
         return None, [str(exc)]
     if node is None:
-        return dataclasses.replace(Config(), source=path), []
+        return dataclasses.replace(cls(), source=path), []
     problems: List[str] = []
     try:
-        config = dataclasses.replace(_convert(node, Config, path, "", problems), source=path)
+        config = dataclasses.replace(_convert(node, cls, path, "", problems), source=path)
     except ConfigError as exc:  # the document itself is not a mapping
         return None, [str(exc)]
-    return config, sorted(problems + _validate(config, node, path), key=_line_number)
+    return config, sorted(problems + _validate(config, node, path, checks), key=_line_number)
 
 
 def _line_number(problem: str) -> int:
@@ -205,8 +201,16 @@ def key_path(dotted: str) -> List[Union[str, int]]:
     return [int(index) if index else name for name, index in _KEY_PART.findall(dotted)]
 
 
-def _validate(config: Config, node: yaml.Node, path: str) -> List[str]:
+def _validate(config: Any, node: yaml.Node, path: str, checks: Sequence[Check]) -> List[str]:
     """Range checks that types alone cannot express: one `file:line: key: problem` line each."""
+    problems = core_problems(config)
+    for check in checks:
+        problems.extend(check(config))
+    return ["{}:{}: {}: {}".format(path, line_of(node, key_path(key)), key, problem) for key, problem in problems]
+
+
+def core_problems(config: Any) -> List[Tuple[str, str]]:
+    """The core settings' (schema.CoreConfig) range checks: [(dotted key, problem)]."""
     problems: List[Tuple[str, str]] = []
     if config.npu_smi_timeout_seconds <= 0:
         problems.append(("npu_smi_timeout_seconds", "must be greater than 0"))
@@ -228,32 +232,4 @@ def _validate(config: Config, node: yaml.Node, path: str) -> List[str]:
             problems.append(("poll." + poll_field.name, "must be 0 (off) or more"))
     if config.poll.table_seconds <= 0:
         problems.append(("poll.table_seconds", "must be greater than 0 (the main table is always polled)"))
-    if bool(config.exporter.tls_cert_file) != bool(config.exporter.tls_key_file):
-        problems.append(("exporter.tls_cert_file", "TLS needs both tls_cert_file and tls_key_file"))
-    from ..outputs.web import WebServerError, limits_problems, parse_listen  # late import: only the daemon serves
-
-    try:
-        parse_listen(config.exporter.listen)
-    except WebServerError as exc:
-        problems.append(("exporter.listen", str(exc)))
-    if config.exporter.npu_exporter_listen is not None:
-        try:
-            parse_listen(config.exporter.npu_exporter_listen)
-        except WebServerError as exc:
-            problems.append(("exporter.npu_exporter_listen", str(exc)))
-        if not config.exporter.npu_exporter_compat:
-            problems.append(("exporter.npu_exporter_listen", "needs npu_exporter_compat: true"))
-    exporter = config.exporter
-    if not 0 <= exporter.process_series_per_chip <= 1000:
-        problems.append(("exporter.process_series_per_chip", "must be 0..1000 (series per chip)"))
-    problems.extend(("exporter." + key, problem) for key, problem in limits_problems(
-        exporter.http_workers, exporter.max_connections, exporter.request_timeout_seconds))
-    from ..rules.loader import default_params  # late import: the rules package imports model, not config
-
-    known_params = default_params()
-    for name in config.thresholds:
-        if name not in known_params:
-            problems.append(("thresholds." + name, "unknown threshold (known: {})".format(", ".join(sorted(known_params)))))
-    for section in SECTIONS:  # (dotted key, problem), keys in full: "serving.url", "notify.receivers[2].url"
-        problems.extend(section.problems(getattr(config, section.key), config))
-    return ["{}:{}: {}: {}".format(path, line_of(node, key_path(key)), key, problem) for key, problem in problems]
+    return problems

@@ -5,15 +5,12 @@ so `npumon check` or `npumon notify test` on a host judges and sends as its daem
 names another default file: tests point it at a temporary path so that they never read the host's /etc.
 """
 
-import dataclasses
 import os
 from typing import Mapping, Optional
 
-from .load import load_config
-from .schema import Config
+from .schema import CoreConfig
 
 DEFAULT_CONFIG_PATH = "/etc/npumon/npumon.yaml"
-SIM_NPUMON_STATE = "npumon-state"  # npumon's own state dir inside a simulation's
 CONFIG_ENV = "NPUMON_CONFIG"
 _NO_FILE_PREFIX = "built-in defaults"
 
@@ -32,44 +29,25 @@ def config_path(given: Optional[str], environ: Mapping[str, str] = os.environ) -
     return default if os.path.lexists(default) else None
 
 
-def load_command_config(given: Optional[str]) -> Config:
-    """The config a command runs with: --config FILE, the default file, or the built-in defaults with a
-    `source` that says which file was looked for (for messages: never a bare '<defaults>')."""
-    path = config_path(given)
-    if path is not None:
-        return load_config(path)
-    return dataclasses.replace(Config(), source="{} ({})".format(_NO_FILE_PREFIX, no_file_reason()))
+def defaults_source(environ: Mapping[str, str] = os.environ) -> str:
+    """The `source` of a config that is the built-in defaults: it says which file was looked for."""
+    return "{} ({})".format(_NO_FILE_PREFIX, no_file_reason(environ))
 
 
 def no_file_reason(environ: Mapping[str, str] = os.environ) -> str:
     return "no config file: {} not present".format(default_config_path(environ))
 
 
-def from_file(config: Config) -> bool:
+def from_file(config: CoreConfig) -> bool:
     """Whether the config was read from a file (rather than being the built-in defaults)."""
-    return not config.source.startswith(_NO_FILE_PREFIX) and config.source != Config().source
+    return not config.source.startswith(_NO_FILE_PREFIX) and config.source != CoreConfig().source
 
 
-def in_source(config: Config) -> str:
+def in_source(config: CoreConfig) -> str:
     """' in FILE', or '; no config file: FILE not present', to end a phrase naming a setting."""
     return " in " + config.source if from_file(config) else "; " + no_file_reason()
 
 
-def file_to_edit(config: Config) -> str:
+def file_to_edit(config: CoreConfig) -> str:
     """The file in which to change a setting: the one read, or the default one, to be created."""
     return config.source if from_file(config) else "{} (not present yet)".format(default_config_path())
-
-
-def for_simulation(config: Config, sim_state_dir: str) -> Config:
-    """The config a command runs a simulated host with: its event history, outbox, caches and cursors live
-    with the simulation, never in the real host's state_dir (/var/lib/npumon)."""
-    state_dir = simulation_state_dir(config.state_dir, sim_state_dir)
-    return config if state_dir == config.state_dir else dataclasses.replace(config, state_dir=state_dir)
-
-
-def simulation_state_dir(state_dir: str, sim_state_dir: str) -> str:
-    """npumon's state directory for a simulated host: the simulation's own, unless the config set state_dir
-    to another place than the default (that is the user's choice of where)."""
-    if os.path.normpath(state_dir) != os.path.normpath(Config().state_dir):
-        return state_dir
-    return os.path.join(os.path.abspath(sim_state_dir), SIM_NPUMON_STATE)

@@ -1,18 +1,24 @@
 """The configuration's schema: frozen dataclasses whose field names are the YAML keys.
 
-Their type hints drive the conversion in load.py, so adding a setting is adding one field. `Config` is the
-core settings below plus one section per source or service that declares one (sources/registry.py,
-services/sections.py): a new source's settings appear in the config without an edit here.
+Their type hints drive the conversion in load.py, so adding a setting is adding one field. The whole config
+is the core settings below plus one Section per source or service that declares one; it is put together
+above them all (npumon/settings.py), so a new source's settings appear in the config without an edit here.
 """
 
 import dataclasses
+import os
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional
-
-from ..services.sections import SECTIONS as SERVICE_SECTIONS
-from ..sources.registry import SOURCES
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
+DEFAULT_STATE_DIR = "/var/lib/npumon"
+STATE_DIR_ENV = "NPUMON_STATE_DIR"
+
+
+def default_state_dir() -> str:
+    """/var/lib/npumon, or NPUMON_STATE_DIR: the test suite points it at a temporary directory per test (and so
+    every npumon process a test starts) so that running the tests on a host never touches the daemon's state."""
+    return os.environ.get(STATE_DIR_ENV) or DEFAULT_STATE_DIR
 
 
 @dataclass(frozen=True)
@@ -32,6 +38,13 @@ class PollConfig:
     common_seconds: Optional[float] = None  # AI Core frequency (120 with compat)
     memory_seconds: Optional[float] = None  # HBM temperature (300 with compat)
     volt_seconds: Optional[float] = None  # voltage, one call per chip (600 with compat)
+    # the interconnect links, one call per chip each (products without them refuse the query once), sharing
+    # one npu-smi slot: on an A3 over npu-smi these intervals keep it about half busy
+    hccs_seconds: float = 120.0  # HCCS link state and counters
+    hccs_bw_seconds: float = 300.0  # HCCS bandwidth over 200 ms (the call holds its slot that long)
+    sio_seconds: float = 300.0  # A3 die-to-die CRC errors
+    ub_seconds: float = 60.0  # the 950's UB port states and counters (DCMI only)
+    ub_bw_seconds: float = 120.0  # the 950's UB port bandwidth over 100 ms per port (DCMI only)
     host_seconds: float = 15.0
 
 
@@ -65,10 +78,11 @@ class CoreConfig:
     npu_smi_max_concurrent: int = 2  # the daemon's npu-smi calls at a time (the main table has one more slot)
     npu_smi_max_output_bytes: int = 4 * 1024 * 1024  # one call's stdout + stderr; past it the call is killed
     # `npumon check`'s: one pass may ask more at once to fit NRPE's 10 s (nvitop-npu runs 8 per-card queries at once)
-    check_max_concurrent: int = 4
+    check_max_concurrent: int = 8
     root: str = "/"  # prefix for every host path (/proc, /sys, /dev, the Ascend directory); tests use fake trees
     ascend_dir: str = "/usr/local/Ascend"
-    state_dir: str = "/var/lib/npumon"  # event history and the notification outbox live here
+    # event history, the notification outbox, caches and cursors; NPUMON_STATE_DIR changes the default
+    state_dir: str = field(default_factory=default_state_dir)
     max_age_seconds: float = 120.0  # values older than this are dropped rather than served stale
     log_level: str = "info"
     poll: PollConfig = field(default_factory=PollConfig)
@@ -78,10 +92,19 @@ class CoreConfig:
     source: str = "<defaults>"  # where this config came from, for messages
 
 
-# Every section: (YAML key, dataclass, problems). serving, probe: sources; events, notify, control: services.
-SECTIONS = tuple(spec.section for spec in SOURCES if spec.section is not None) + SERVICE_SECTIONS
+@dataclass(frozen=True)
+class Section:
+    """A config section a source or service owns: its YAML key, its dataclass (the schema), and the checks that
+    types cannot express: problems(section, config) -> [(dotted key, problem)]."""
 
-Config = dataclasses.make_dataclass(
-    "Config", [(section.key, section.schema, field(default_factory=section.schema)) for section in SECTIONS],
-    bases=(CoreConfig,), frozen=True, namespace={"__doc__": "The whole config: CoreConfig plus every section."})
-Config.__module__ = __name__
+    key: str
+    schema: type
+    problems: Callable[[Any, Any], List[Tuple[str, str]]] = lambda section, config: []
+
+
+def config_class(sections: Sequence[Section]) -> type:
+    """The whole config's dataclass: CoreConfig plus one field per section, named by its key."""
+    cls = dataclasses.make_dataclass(
+        "Config", [(section.key, section.schema, field(default_factory=section.schema)) for section in sections],
+        bases=(CoreConfig,), frozen=True, namespace={"__doc__": "The whole config: CoreConfig plus every section."})
+    return cls

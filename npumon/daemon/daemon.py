@@ -7,7 +7,8 @@ tier's job (npu-smi's main table) also evaluates the rules, so findings follow t
 the watchdog ping run on threads of their own, so slow services can never delay them.
 
 Readers (the exporter, /status, /healthz) only read `DaemonState`: a scrape never runs npu-smi, and
-nothing served over HTTP changes state. Each publish also tells the operator what changed (journal.py):
+nothing served over HTTP changes state (but for an authenticated POST /v1/ack, which records an acknowledgement in
+the event history, as `npumon ack` does). Each publish also tells the operator what changed (journal.py):
 a source down or up, a finding fired or resolved, one rate-limited log line each.
 
 Lifecycle: SIGHUP reloads the config (a bad one is refused with one log line and the old one keeps
@@ -22,33 +23,40 @@ import random
 import signal
 import threading
 import time
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, List, Optional, Tuple
 
 from prometheus_client.registry import CollectorRegistry
 
 from ..config.errors import ConfigError
-from ..config.schema import Config
-from ..model import SourceStatus
+from ..model import Snapshot
 from ..outputs.call_metrics import CallStatsCollector
 from ..outputs.exporter import ExporterView, build_registry
 from ..outputs.exposition import ExpositionRegistry
+from ..outputs.health_api import Answer, HealthApi, Unavailable
 from ..outputs.npu_exporter import resolve_node_label
 from ..outputs.http_metrics import HttpStatsCollector
-from ..outputs.report import SCHEMA, rfc3339, status_document
+from ..outputs.report import SCHEMA, rfc3339, status_document, verdict_of
 from ..outputs.web import WebServer, WebServerError, parse_listen
 from ..outputs.webconfig import WebSecurity, load_web_config
 from ..rules.engine import RuleEngine
 from ..rules.loader import RuleError
+from ..rules.verdict import HostVerdict
+from ..rules.verdict_tracker import VerdictTracker
+from ..services.context import ServiceContext
+from ..services.events.store import EventStore, EventStoreError, events_path
+from ..settings import Config
+from ..sources.base import Tier
 from ..sources.children import kill_orphaned_calls
 from ..sources.collection import SourceSet
 from ..sources.target import Target
 from .jobs import Jobs, guarded
 from .journal import Journal
 from .memory import freeze_startup_objects
-from .sdnotify import Notifier
-from .services import Service, build_services
+from .sdnotify import Notifier, set_log_level
+from .services import ServiceSet, build_services
 from .state import (DaemonState, StartupError, collection_settings, ensure_state_dir, judge_all, judge_health,
                     judge_healthz, load_rule_set, progress_deadline, status_line)
+from .wakeup import SignalWakeup
 
 log = logging.getLogger(__name__)
 
@@ -65,12 +73,15 @@ class Daemon:
         self._listen = listen
         self._log_level = log_level
         self._web_config_file = web_config_file
-        rules, self.params = load_rule_set(config)
-        self.engine = RuleEngine(rules, self.params)
+        rules, params = load_rule_set(config)
+        self.engine = RuleEngine(rules, params)
+        self.verdicts = VerdictTracker(config.handoff, self.engine.for_seconds())
+        self._context: Optional[ServiceContext] = None  # the services' (its event history), once started
         self._lock = threading.Lock()
         self._state = DaemonState()
         self._stop = threading.Event()
         self._reload_requested = threading.Event()
+        self._wakeup: Optional[SignalWakeup] = None  # while serve_forever runs
         self._last_status: Optional[str] = None
         self.journal = Journal()  # source down/up and finding fired/resolved lines, rate-limited
         self.notifier = Notifier()
@@ -85,9 +96,7 @@ class Daemon:
         self.npu_exporter_web = self._npu_exporter_web_server(config, node, security)
         self.collection = SourceSet(config, target)
         self.registry.register(CallStatsCollector(lambda: self.collection.npu_smi.stats))
-        self.events = None  # the event history, when the config keeps one (set by its service)
-        self.services: List[Service] = []  # started by start(), once the port is ours
-        self._service_collectors: Dict[int, List[object]] = {}
+        self.services = ServiceSet([], self.registry)  # started by start(), once the port is ours
 
     def _web_server(self, config: Config, security: Optional[WebSecurity]) -> WebServer:
         listen = self._listen or config.exporter.listen
@@ -96,7 +105,8 @@ class Daemon:
         except WebServerError as exc:
             raise StartupError("{}: {}".format(self._listen_origin(), exc)) from None
         # the listen address is fine: a failure now is the TLS files'
-        return self._listener(config, listen, self.registry, security, "exporter.tls_cert_file")
+        api = HealthApi(self._health_state, self._events, self._ack)
+        return self._listener(config, listen, self.registry, security, "exporter.tls_cert_file", api)
 
     def _npu_exporter_web_server(self, config: Config, node: Optional[str],
                                  security: Optional[WebSecurity]) -> Optional[WebServer]:
@@ -110,7 +120,7 @@ class Daemon:
         return self._listener(config, listen, registry, security, "exporter.npu_exporter_listen")
 
     def _listener(self, config: Config, listen: str, registry: CollectorRegistry, security: Optional[WebSecurity],
-                  blamed_key: str) -> WebServer:
+                  blamed_key: str, api: Optional[HealthApi] = None) -> WebServer:
         """A web server with the exporter's TLS files, limits and web config; its failure to start blames
         `blamed_key` in one line."""
         exporter = config.exporter
@@ -118,7 +128,7 @@ class Daemon:
             return WebServer(listen, registry, self.status, self.health,
                              tls_cert=exporter.tls_cert_file, tls_key=exporter.tls_key_file,
                              client_timeout=exporter.request_timeout_seconds, workers=exporter.http_workers,
-                             max_connections=exporter.max_connections, security=security)
+                             max_connections=exporter.max_connections, security=security, api=api)
         except WebServerError as exc:
             raise StartupError("{}: {}: {}".format(config.source, blamed_key, exc)) from None
 
@@ -138,26 +148,11 @@ class Daemon:
         """Where the listen address came from, for error messages."""
         return "--listen" if self._listen else "{}: exporter.listen".format(self.config.source)
 
-    def _start_services(self) -> List[Service]:
-        services = build_services(self)
-        for service in services:
-            collectors = service.collectors()  # kept: a second call may well return new objects
-            for collector in collectors:
-                self.registry.register(collector)
-            self._service_collectors[id(service)] = collectors
-        return services
-
-    def _stop_services(self, services: List[Service]) -> None:
-        for service in services:
-            for collector in self._service_collectors.pop(id(service), []):
-                self.registry.unregister(collector)
-            guarded(service.name, service.close)
-
-    def record_event(self, kind: str, subject: str, message: str, severity: Optional[str] = None,
-                     details: Optional[dict] = None) -> None:
-        """Services record what they did (control actions, probe failures, ...) in the event history."""
-        if self.events is not None:
-            guarded("events", self.events.record, kind, subject, message, severity, details)
+    def _start_services(self) -> ServiceSet:
+        context = ServiceContext.open(self.config, self.engine, self.target, self.collection.npu_smi,
+                                      run_soon=self.jobs.run_soon)
+        self._context = context
+        return ServiceSet(build_services(context), self.registry)
 
     # -- readers ---------------------------------------------------------------------------------------
 
@@ -168,7 +163,8 @@ class Daemon:
     def view(self) -> ExporterView:
         state = self.state()
         return ExporterView(snapshot=state.snapshot, findings=list(state.findings),
-                            driver_version=state.snapshot.driver_version if state.snapshot else None)
+                            driver_version=state.snapshot.driver_version if state.snapshot else None,
+                            verdict=state.verdict)
 
     def status(self) -> dict:
         """The `npumon check --json` document of the latest poll."""
@@ -177,7 +173,41 @@ class Daemon:
             return {"schema": SCHEMA, "host": self.target.host_name(), "time": rfc3339(time.time()),
                     "status": "unknown", "error": "no poll has finished yet", "chips": [], "findings": [],
                     "sources": {}}
-        return status_document(state.snapshot, state.findings, acknowledged=state.acknowledged)
+        return status_document(state.snapshot, state.findings, acknowledged=state.acknowledged,
+                               verdict=state.verdict)
+
+    def _health_state(self) -> Tuple[Optional[Snapshot], Optional[HostVerdict]]:
+        state = self.state()
+        return state.snapshot, state.verdict
+
+    def _events(self, limit: int, since: Optional[float]) -> List[dict]:
+        """/v1/events: the newest `limit` events of the history."""
+        config = self.config
+        if not config.events.enabled:
+            raise Unavailable("no event history: events.enabled is false")
+        try:
+            store = EventStore(events_path(config.state_dir), config.events.retention_days * 86400, readonly=True)
+            try:
+                events = store.query(since=since, limit=limit)
+            finally:
+                store.close()
+        except EventStoreError as exc:
+            raise Unavailable(str(exc)) from None
+        return [dict(dataclasses.asdict(event), rfc3339=rfc3339(event.time)) for event in events]
+
+    def _ack(self, rule: str, subject: str, user: str, note: str) -> Answer:
+        """POST /v1/ack: acknowledge an active finding as `npumon ack` does (an event the events service hands
+        the engine at the next poll), or straight to the engine when no event history is kept."""
+        if (rule, subject) not in {(finding.rule, finding.subject) for finding in self.state().findings}:
+            return 404, {"error": "no active finding {} on {}".format(rule, subject)}
+        context = self._context
+        if context is not None and context.events is not None:
+            context.record_event("finding_acknowledged", subject, "{} acknowledged by {} over HTTP{}".format(
+                rule, user, ": " + note if note else ""), "info", {"rule": rule, "note": note or None, "user": user})
+            return 202, {"rule": rule, "subject": subject, "acknowledged": "at the next poll"}
+        if self.engine.acknowledge(rule, subject):
+            return 200, {"rule": rule, "subject": subject, "acknowledged": "now"}
+        return 404, {"error": "no active finding {} on {}".format(rule, subject)}
 
     def health(self) -> Tuple[bool, str]:
         """/healthz: the poll loop makes progress, the primary source has answered at least once, and the HTTP
@@ -208,6 +238,8 @@ class Daemon:
         engine, services = self.engine, self.services
         if collection is not self.collection:
             return  # reloaded meanwhile with new collection settings: the new collection's primary job follows
+        if self._stop.is_set():
+            return  # a poll the stop cut short: what it saw is npumon stopping, not the host
         snapshot = collection.snapshot()
         primary = snapshot.sources.get(collection.primary().name)
         findings = guarded("rules", engine.evaluate, snapshot, snapshot.time)
@@ -216,27 +248,40 @@ class Daemon:
         if findings is None:  # the rules failed (logged): keep showing what they said last
             findings = previous.findings
         # Services first, so what they show with the sources (e.g. the events source) is published with it.
-        for service in services:
-            guarded(service.name, service.on_evaluation, snapshot, findings, transitions)
-        shown: Dict[str, SourceStatus] = {}
-        for service in services:
-            shown.update(guarded(service.name, service.statuses) or {})
+        shown = services.evaluated(snapshot, findings, transitions)
         snapshot = dataclasses.replace(snapshot, sources={**snapshot.sources, **shown})  # never mutated in place
         # after the services: the events service hands `npumon ack`s to the engine
         acknowledged = guarded("rules", engine.acknowledged_findings) or []
+        verdict = guarded("verdict", self._judge, snapshot, findings) or previous.verdict
+        services.verdict(verdict)  # the cluster hand-off sinks only take it; they send from their own jobs
         with self._lock:
-            self._state = DaemonState(snapshot=snapshot, findings=findings, acknowledged=acknowledged,
+            self._state = DaemonState(snapshot=snapshot, findings=findings, acknowledged=acknowledged, verdict=verdict,
                                       last_progress=time.monotonic(),
                                       started=previous.started, polls=previous.polls + 1,
                                       primary_answered=previous.primary_answered or bool(primary and primary.ok))
         for server in (self.web, self.npu_exporter_web):  # rendered ahead where scrapers take every snapshot
             if server is not None and isinstance(server.registry, ExpositionRegistry):
                 guarded("exporter", server.registry.published)
-        guarded("journal", self.journal.publish, previous.snapshot, snapshot, transitions)
+        guarded("journal", self.journal.publish, previous.snapshot, snapshot, transitions,
+                {(finding.rule, finding.subject) for finding in acknowledged})
         line = status_line(snapshot, findings, collection.primary().name, acknowledged)
         if line != self._last_status:
             self._last_status = line
             self.notifier.status(line)
+
+    def _judge(self, snapshot, findings) -> HostVerdict:
+        """The guarded verdicts of this pass; each change is an event in the history."""
+        verdict = self.verdicts.update(verdict_of(snapshot, findings))
+        context = self._context
+        for change in self.verdicts.transitions:
+            log.info("verdict: %s %s -> %s", change.subject, change.old, change.new)
+            if context is not None:
+                why = change.reasons[0] if change.reasons else None
+                context.record_event("verdict_changed", change.subject, "{} -> {}{}".format(
+                    change.old, change.new, "" if why is None else " ({}: {})".format(why.rule, why.summary)),
+                    "warning" if change.new != "healthy" else "info",
+                    {"old": change.old, "new": change.new, "rules": [reason.rule for reason in change.reasons]})
+        return verdict
 
     def _watchdog_ping(self) -> None:
         healthy, reason = self.loop_health()
@@ -245,18 +290,25 @@ class Daemon:
         else:
             log.warning("not pinging the systemd watchdog: %s", reason)
 
+    def _executor(self, tier: Tier) -> str:
+        if tier.primary:
+            return "primary"
+        if not self.collection.shares_slots(tier.name):
+            return "default"
+        return "background" if tier.background else "calls"
+
     def _schedule(self) -> None:
         """Add every job. A tier starts after its first_run (the main table at once), or else spread over its
         first interval (10 s at most), so that the npu-smi calls of the tiers do not all land at once."""
+        self.jobs.fit_calls(self.collection.npu_smi.max_concurrent)
         for tier in self.collection.tiers():
             if tier.interval <= 0:
                 continue
             first = tier.first_run if tier.first_run is not None else random.uniform(0.1, 1.0) * min(tier.interval, 10.0)
-            self.jobs.add(tier.name, tier.interval, self.run_tier, tier.name,
-                          executor="primary" if tier.primary else "default", first=first)
-        for service in self.services:
-            for job_id, seconds, func in service.jobs():
-                self.jobs.add(job_id, seconds, func)
+            executor = self._executor(tier)
+            self.jobs.add(tier.name, tier.interval, self.run_tier, tier.name, executor=executor, first=first)
+        for job_id, seconds, func in self.services.jobs():
+            self.jobs.add(job_id, seconds, func)
         watchdog = self.notifier.watchdog_interval()
         if watchdog:
             self.jobs.add("watchdog", watchdog, self._watchdog_ping, executor="watchdog")
@@ -283,33 +335,47 @@ class Daemon:
         self.services = self._start_services()
         self._schedule()
         self.jobs.start()
-        log.info("npumon serving on port %d at %s; polling %s every %gs", self.web.port, self.web.url,
-                 "a simulated host" if self.target.simulated else " ".join(self.target.npu_smi_argv),
-                 self.config.poll.table_seconds)
+        # the npu-exporter compatible listener is named too: dashboards that expected it look for it here
+        compat = "" if self.npu_exporter_web is None else "; npu-exporter compatible /metrics on port {} at {}".format(
+            self.npu_exporter_web.port, self.npu_exporter_web.url)
+        log.info("npumon serving on port %d at %s%s; polling %s every %gs", self.web.port, self.web.url, compat,
+                 self.target.describe(), self.config.poll.table_seconds)
         self.notifier.ready("started; first poll running")
 
     def request_stop(self, *_ignored) -> None:
         self._stop.set()
+        self._wake_main()
 
     def request_reload(self, *_ignored) -> None:
         self._reload_requested.set()
+        self._wake_main()
+
+    def _wake_main(self) -> None:
+        wakeup = self._wakeup
+        if wakeup is not None:
+            wakeup.wake()
 
     def serve_forever(self, load_config: Callable[[], Config]) -> List[str]:
         """Run until SIGTERM/SIGINT; SIGHUP reloads the config. Returns what stop() returns."""
         signal.signal(signal.SIGTERM, self.request_stop)
         signal.signal(signal.SIGINT, self.request_stop)
         signal.signal(signal.SIGHUP, self.request_reload)
-        self.start()
-        freeze_startup_objects()
-        while not self._stop.is_set():
-            # Signal handlers only set flags; the work happens here, on the main thread, never re-entered. The
-            # wait has a timeout: a signal the kernel hands to another thread leaves a wait without one blocked,
-            # and Python runs the handler only when the main thread next runs bytecode.
-            self._stop.wait(0.2)
-            if self._reload_requested.is_set() and not self._stop.is_set():
-                self._reload_requested.clear()
-                self.reload(load_config)
-        return self.stop()
+        self._wakeup = SignalWakeup()  # before start(): a signal from then on wakes the loop below
+        try:
+            self.start()
+            freeze_startup_objects()
+            while not self._stop.is_set():
+                # Signal handlers only set flags; the work happens here, on the main thread, never re-entered.
+                # The wait ends on a signal whichever thread the kernel handed it to (wakeup.py).
+                if not self._reload_requested.is_set():
+                    self._wakeup.wait()
+                if self._reload_requested.is_set() and not self._stop.is_set():
+                    self._reload_requested.clear()
+                    self.reload(load_config)
+            return self.stop()
+        finally:
+            wakeup, self._wakeup = self._wakeup, None
+            wakeup.close()
 
     def reload(self, load_config: Callable[[], Config]) -> bool:
         """Apply a new config, or refuse it (one log line) and keep the running one."""
@@ -331,19 +397,16 @@ class Daemon:
                 dataclasses.replace(self.config.exporter, web_config_file=None):
             log.warning("exporter settings changed: they take effect on restart, not on reload")
         self.engine.replace_rules(rules, params)  # keeps the state of rules whose id remains
-        self.params = params
+        self.verdicts.config, self.verdicts.hold_for = config.handoff, self.engine.for_seconds()  # states kept
         old_collection = None
         if collection_settings(config) != collection_settings(self.config):
-            if not self.target.simulated:
-                self.target = Target.real(config)  # npu_smi or root may have changed
+            self.target = self.target.reconfigured(config)  # npu_smi or root may have changed
             old_collection = self.collection
             self.collection = SourceSet(config, self.target)
         self.config = config
         if self._log_level is None:
-            from ..cli.common import set_log_level
-
             set_log_level(config.log_level)
-        self._stop_services(self.services)
+        self.services.close()
         self.services = self._start_services()
         self.jobs.remove_all()
         self._schedule()
@@ -357,6 +420,7 @@ class Daemon:
     def stop(self) -> List[str]:
         """Stop polling and serving, kill npu-smi calls in flight, close the services. Returns the jobs still
         running after STOP_GRACE_SECONDS (normally none; the caller then exits without waiting for them)."""
+        self._stop.set()  # nothing is published from now on
         self.notifier.stopping()
         self.jobs.shutdown()
         self.web.stop()
@@ -376,5 +440,4 @@ class Daemon:
 
     def _close_collection(self) -> None:
         self.collection.close()  # kills npu-smi calls in flight and refuses new ones
-        self._stop_services(self.services)
-        self.services = []
+        self.services.close()

@@ -1,24 +1,34 @@
 """The daemon's scheduler: one APScheduler job per tier or service job, each counted and guarded.
 
 A job never overlaps itself (max_instances=1), a late run is coalesced into one, and the primary tier and the
-watchdog ping have threads of their own, so slow services can never delay them. `stop()` waits for the jobs
-still running, up to a deadline, and says which did not end.
+watchdog ping have threads of their own, so slow services can never delay them. The tiers that call through
+the npu-smi runner share one thread more than its slots (`calls`). The other jobs share a pool with as many
+threads as there are such jobs: none waits for a thread, and none is kept for a job that does not exist
+(threads start only when jobs run at the same time). `stop()` waits for the jobs still running, up to a
+deadline, and says which did not end.
 """
 
+import concurrent.futures
 import datetime
 import logging
 import threading
 import time
 from typing import Callable, Dict, List, Optional
 
-from apscheduler.executors.pool import ThreadPoolExecutor
+from apscheduler.executors.pool import BasePoolExecutor, ThreadPoolExecutor
 from apscheduler.jobstores.base import JobLookupError
 from apscheduler.schedulers.background import BackgroundScheduler
 
+from ..logrepeat import Repeats
+
 log = logging.getLogger("npumon.daemon.daemon")  # the daemon's own log name: journal filters use it
 
-JOB_THREADS = 32  # more than there are jobs, so a job never waits for a thread
-EXECUTORS = ("default", "primary", "watchdog")  # primary: the primary tier's job; watchdog: the systemd ping
+# primary: the primary tier's job; watchdog: the systemd ping; calls: the tiers whose calls share the npu-smi
+# runner's slots (npu-smi's queries, hccn_tool's tiers), one more than the slots: a tier that started could only
+# wait for a slot, so the others wait for a thread instead and start when one is free.
+# background: the slot-sharing tiers that sweep what hardly changes (Tier.background), one at a time on a thread
+# of their own: three link sweeps due at once held every `calls` thread for a minute on an A3.
+EXECUTORS = ("default", "primary", "watchdog", "calls", "background")
 
 
 class _OverlapNoticeFilter(logging.Filter):
@@ -31,6 +41,21 @@ class _OverlapNoticeFilter(logging.Filter):
 
 
 _OVERLAP_NOTICE_FILTER = _OverlapNoticeFilter()
+_repeats = Repeats(log)  # guarded()'s lines
+
+
+class _JobThreads(BasePoolExecutor):
+    """APScheduler's thread pool, grown to the number of jobs it runs as jobs are added. The jobs already
+    running on a pool that was replaced end there; its threads then end too."""
+
+    def __init__(self) -> None:
+        super().__init__(concurrent.futures.ThreadPoolExecutor(1))
+        self.size = 1
+
+    def fit(self, jobs: int) -> None:
+        if jobs > self.size:
+            old, self._pool, self.size = self._pool, concurrent.futures.ThreadPoolExecutor(jobs), jobs
+            old.shutdown(wait=False)
 
 
 def utc_in(seconds: float) -> datetime.datetime:
@@ -38,20 +63,26 @@ def utc_in(seconds: float) -> datetime.datetime:
 
 
 def guarded(what: str, func: Callable, *args):
-    """A bug in one job must not kill the scheduler thread or the other jobs: log it, go on."""
+    """A bug in one job must not kill the scheduler thread or the other jobs: log it, go on. A job that fails
+    the same way every interval logs one line per 10 minutes, with a count; the traceback goes to DEBUG."""
     try:
         return func(*args)
-    except Exception:  # noqa: BLE001 - the daemon must outlive any single failure
-        log.exception("%s job failed", what)
+    except Exception as exc:  # noqa: BLE001 - the daemon must outlive any single failure
+        _repeats.log(logging.ERROR, "{} {}".format(what, type(exc).__name__), "%s job failed: %s: %s", what,
+                     type(exc).__name__, exc, exc=exc)
         return None
 
 
 class Jobs:
     def __init__(self) -> None:
+        self._threads = _JobThreads()
+        self._call_threads = _JobThreads()
+        self._default_jobs: set = set()  # the ids of the jobs on the shared pool
         self.scheduler = BackgroundScheduler(
             timezone="UTC",
-            executors={"default": ThreadPoolExecutor(JOB_THREADS), "primary": ThreadPoolExecutor(1),
-                       "watchdog": ThreadPoolExecutor(1)},
+            executors={"default": self._threads, "primary": ThreadPoolExecutor(1),
+                       "watchdog": ThreadPoolExecutor(1), "calls": self._call_threads,
+                       "background": ThreadPoolExecutor(1)},
             job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None})
         self._lock = threading.Condition()
         self._running: Dict[str, int] = {}
@@ -60,9 +91,22 @@ class Jobs:
     def add(self, job_id: str, seconds: float, func: Callable, *args, executor: str = "default",
             first: Optional[float] = None) -> None:
         """Run func(*args) every `seconds`, the first time after `first` seconds (None: after one interval)."""
+        if executor == "default":
+            self._default_jobs.add(job_id)
+            self._threads.fit(len(self._default_jobs))
         self.scheduler.add_job(self._run, "interval", args=(job_id, func) + args, seconds=seconds, id=job_id,
                                executor=executor, replace_existing=True,
                                **({} if first is None else {"next_run_time": utc_in(first)}))
+
+    @property
+    def shared_threads(self) -> int:
+        """The most threads the jobs other than the primary tier and the watchdog may run on."""
+        return self._threads.size
+
+    def fit_calls(self, slots: int) -> None:
+        """Threads for the `calls` jobs: one more than the runner's slots keeps every slot busy while one tier
+        ends and the next begins."""
+        self._call_threads.fit(slots + 1)
 
     def run_soon(self, job_id: str, seconds: float) -> None:
         """Move a job's next run up; its interval resumes after that run."""
@@ -73,6 +117,7 @@ class Jobs:
 
     def remove_all(self) -> None:
         self.scheduler.remove_all_jobs()
+        self._default_jobs.clear()
 
     def start(self) -> None:
         logging.getLogger("apscheduler.scheduler").addFilter(_OVERLAP_NOTICE_FILTER)  # a no-op the second time

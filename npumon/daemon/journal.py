@@ -12,14 +12,13 @@ Snapshots' clock, so tests drive it with a fake one. `Journal` puts the two toge
 import logging
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import AbstractSet, Dict, List, Optional, Sequence, Tuple
 
 from ..model import Finding, Snapshot, SourceStatus
 from ..rules.engine import FIRED
 
 log = logging.getLogger(__name__)
 
-NOT_POLLED = "not polled yet"  # what a source reports before its first poll (sources/base.py Reading)
 LINES_PER_WINDOW = 4  # per subject: two down/up rounds are shown in full, the rest summed up
 WINDOW_SECONDS = 60.0
 MAX_SUBJECTS = 1000  # rate-limit windows kept at once; the oldest goes first
@@ -36,20 +35,17 @@ class Line:
 # -- what changed: pure ------------------------------------------------------------------------------------
 
 def is_down(status: SourceStatus) -> bool:
-    """Failing for real: not ok, not unsupported on this host, not merely waiting for its first poll, and not
-    down only because another source is (that one's line says why: npu-smi's queries wait for its table)."""
-    return not status.ok and not status.unsupported and not not_polled_yet(status) and status.waiting_on is None
+    """Failing for real (SourceStatus.failing; the source-down rule counts the same): a source that waits for its
+    first poll or for another source says nothing (that one's line says why: npu-smi's queries wait for its table)."""
+    return status.failing
 
 
-def not_polled_yet(status: SourceStatus) -> bool:
-    return not status.ok and status.last_success is None and status.error == NOT_POLLED
-
-
-def changes(previous: Optional[Snapshot], snapshot: Snapshot,
-            transitions: Sequence[Tuple[str, Finding]]) -> List[Line]:
+def changes(previous: Optional[Snapshot], snapshot: Snapshot, transitions: Sequence[Tuple[str, Finding]],
+            acknowledged: AbstractSet[Tuple[str, str]] = frozenset()) -> List[Line]:
     """The lines for one publish: sources that went down or recovered since `previous` (None: the first
-    publish, so a source that is down from the start says so once), then the findings that fired or resolved."""
-    return source_lines(previous, snapshot) + finding_lines(transitions)
+    publish, so a source that is down from the start says so once), then the findings that fired or resolved
+    (or went quiet because they were acknowledged: their (rule, subject) in `acknowledged`)."""
+    return source_lines(previous, snapshot) + finding_lines(transitions, acknowledged)
 
 
 def source_lines(previous: Optional[Snapshot], snapshot: Snapshot) -> List[Line]:
@@ -62,7 +58,7 @@ def source_lines(previous: Optional[Snapshot], snapshot: Snapshot) -> List[Line]
         if is_down(status) and not was_down:
             lines.append(Line(subject, logging.WARNING, "source {} is down: {}".format(
                 name, status.error or "no reason given")))
-        elif was_down and not is_down(status) and not not_polled_yet(status):
+        elif was_down and not is_down(status) and not status.not_polled_yet:
             lines.append(Line(subject, logging.INFO, "source {} {} ({})".format(
                 name, "is unsupported on this host" if status.unsupported else "is up again",
                 _outage(old, status))))
@@ -79,9 +75,10 @@ def _outage(old: SourceStatus, new: SourceStatus) -> str:
     return "last error: {}".format(reason)
 
 
-def finding_lines(transitions: Sequence[Tuple[str, Finding]]) -> List[Line]:
+def finding_lines(transitions: Sequence[Tuple[str, Finding]],
+                  acknowledged: AbstractSet[Tuple[str, str]] = frozenset()) -> List[Line]:
     """A warning or critical finding firing is a problem (WARNING); an info or shadow one, and every
-    resolution, is news (INFO)."""
+    resolution, is news (INFO). A resolved finding's summary is what it said while it held: "was"."""
     lines = []
     for kind, finding in transitions:
         subject = "finding {} on {}".format(finding.rule, finding.subject)
@@ -90,8 +87,12 @@ def finding_lines(transitions: Sequence[Tuple[str, Finding]]) -> List[Line]:
             message = "finding fired: {} on {} ({}{}): {}".format(
                 finding.rule, finding.subject, finding.severity, ", shadow" if finding.shadow else "", finding.summary)
             lines.append(Line(subject, logging.WARNING if problem else logging.INFO, message))
+        elif (finding.rule, finding.subject) in acknowledged:  # it still holds: quiet, not resolved
+            lines.append(Line(subject, logging.INFO, "finding acknowledged: {} on {}, quiet until it clears "
+                                                     "(it still holds: {})".format(finding.rule, finding.subject,
+                                                                                   finding.summary)))
         else:
-            lines.append(Line(subject, logging.INFO, "finding resolved: {} on {}: {}".format(
+            lines.append(Line(subject, logging.INFO, "finding resolved: {} on {} (was: {})".format(
                 finding.rule, finding.subject, finding.summary)))
     return lines
 
@@ -172,13 +173,13 @@ class Journal:
         self._log = logger
         self.limit = limit or RateLimit()
 
-    def publish(self, previous: Optional[Snapshot], snapshot: Snapshot,
-                transitions: Sequence[Tuple[str, Finding]]) -> List[Line]:
+    def publish(self, previous: Optional[Snapshot], snapshot: Snapshot, transitions: Sequence[Tuple[str, Finding]],
+                acknowledged: AbstractSet[Tuple[str, str]] = frozenset()) -> List[Line]:
         """Log what changed from `previous` to `snapshot`, rate-limited on the snapshot's clock; returns the
         lines logged."""
         now = snapshot.time
         lines = self.limit.expired(now)
-        for line in changes(previous, snapshot, transitions):
+        for line in changes(previous, snapshot, transitions, acknowledged):
             lines.extend(self.limit.admit(line, now))
         for line in lines:
             self._log.log(line.level, "%s", line.message)

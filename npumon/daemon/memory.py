@@ -34,7 +34,9 @@ def freeze_startup_objects() -> int:
     """Move what start-up made (modules, classes, the config, the rules: ~50,000 objects) out of the cyclic
     collector's reach: they live as long as the process, yet every full collection walked them again, about
     30 ms with the interpreter held (a scrape arriving then waited). Collected first, so nothing that is
-    already garbage is kept. Returns how many objects are frozen."""
+    already garbage is kept. Then the collector is on: `npumon run` keeps it off while it starts
+    (cli/parser.py), where it only walked these objects over and over. Returns how many objects are frozen."""
     gc.collect()
     gc.freeze()
+    gc.enable()
     return gc.get_freeze_count()

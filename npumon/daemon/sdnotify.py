@@ -4,7 +4,8 @@
   socket named by $NOTIFY_SOCKET ('@' means the abstract namespace). Outside systemd the variable is unset
   and every call is a no-op.
 * Whether stderr goes to the journal ($JOURNAL_STREAM names the device and inode of the journal's stream),
-  so the log format can leave the time stamp to journald and tag each line with its priority.
+  so the log format can leave the time stamp to journald and tag each line with its priority; and the log
+  level, set at start and again when a reloaded config changes it.
 """
 
 import logging
@@ -89,3 +90,10 @@ class JournalFormatter(logging.Formatter):
         prefix = "<{}>".format(priority)
         # every line of a multi-line record (a traceback) is a journal entry of its own
         return "\n".join(prefix + line for line in super().format(record).split("\n"))
+
+
+def set_log_level(level: str) -> None:
+    """Also used when a reloaded config changes log_level."""
+    logging.getLogger().setLevel(getattr(logging, level.upper()))
+    # APScheduler logs every job run at INFO: that is noise in a journal, its warnings still show.
+    logging.getLogger("apscheduler").setLevel(max(logging.WARNING, logging.getLogger().level))

@@ -8,10 +8,12 @@ import time
 from dataclasses import dataclass, field
 from typing import List, Optional, Sequence, Tuple
 
-from ..config.schema import Config, ExporterConfig
+from ..config.schema import ExporterConfig
 from ..model import Finding, Snapshot
 from ..outputs.report import overall_status
 from ..rules.loader import load_rules
+from ..rules.verdict import HostVerdict
+from ..settings import Config
 
 PROGRESS_SLACK_SECONDS = 5.0  # time a primary job may spend on rules and services beyond its npu-smi call
 
@@ -31,6 +33,7 @@ class DaemonState:
     started: float = field(default_factory=time.monotonic)
     polls: int = 0  # primary jobs finished since start
     primary_answered: bool = False  # the primary source succeeded at least once since the start (kept on reload)
+    verdict: Optional[HostVerdict] = None  # the guarded verdicts of the latest pass (rules/verdict_tracker.py)
 
 
 # -- pure helpers ------------------------------------------------------------------------------------------

@@ -38,11 +38,11 @@ class FaultCode:
     def repair_action(self) -> Optional[str]:
         return None if self.level is None else _levels.repair_action(self.level)
 
-    def action(self) -> Optional[str]:
-        """What to do, in npumon's words: the level's action, then the family's."""
-        parts = [text for text in (_levels.level_action(self.level) if self.level else None,
-                                   _family_action(self.family)) if text]
-        return " ".join(parts) or None
+    def context(self) -> Optional[str]:
+        """What kind of fault it is and what to look at, in npumon's words (its family's text). The level's
+        recommendation is not in it: a chip gets one recommendation, from its strongest finding
+        (npumon/rules/presentation.py)."""
+        return _family_action(self.family)
 
     def describe(self) -> str:
         """One line: `80E01801 RestartBusiness (HBM: Multi-bit ECC errors when accessing the HBM)`."""
@@ -101,6 +101,11 @@ def _decoded_text(node, node_name, sensor, sensor_name, state) -> Optional[str]:
         return None
     return "node type {}, sensor type {}, event state {}".format(
         node_name or "0x{:X}".format(node), sensor_name or "0x{:X}".format(sensor), state)
+
+
+def known(code: str) -> bool:
+    """Whether a normalized code is in the catalogue."""
+    return code in _rows()
 
 
 def codes() -> List[str]:

@@ -8,7 +8,7 @@ import functools
 import os
 from typing import Any, Dict, List, Optional
 
-import yaml
+from ..config import yamlparse
 
 ACTIONS_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "actions.yaml")
 REPAIR_ACTIONS = ("none", "restart_workload", "reset_npu", "reboot_host", "inspect_hardware", "replace_hardware")
@@ -17,11 +17,13 @@ REPAIR_ACTIONS = ("none", "restart_workload", "reset_npu", "reboot_host", "inspe
 @functools.lru_cache(maxsize=1)
 def _data() -> Dict[str, Any]:
     with open(ACTIONS_PATH, encoding="utf-8") as handle:
-        data = yaml.safe_load(handle)
+        data = yamlparse.safe_load(handle.read())
     for name, level in data["levels"].items():
         if level["repair_action"] not in REPAIR_ACTIONS:
             raise ValueError("{}: level {}: unknown repair_action {!r}".format(
                 ACTIONS_PATH, name, level["repair_action"]))
+    if tuple(data["repair_actions"]) != REPAIR_ACTIONS:
+        raise ValueError("{}: repair_actions must list {} in that order".format(ACTIONS_PATH, ", ".join(REPAIR_ACTIONS)))
     return data
 
 
@@ -39,6 +41,20 @@ def level_rank(level: str) -> int:
 def repair_action(level: str) -> Optional[str]:
     entry = _data()["levels"].get(level)
     return None if entry is None else entry["repair_action"]
+
+
+def repair_rank(action: Optional[str]) -> int:
+    """How strong a repair action is (REPAIR_ACTIONS is mildest first); -1 for none known."""
+    return REPAIR_ACTIONS.index(action) if action in REPAIR_ACTIONS else -1
+
+
+def stronger_repair(first: Optional[str], second: Optional[str]) -> Optional[str]:
+    return first if repair_rank(first) >= repair_rank(second) else second
+
+
+def repair_text(action: str) -> Optional[str]:
+    """The recommendation for a repair action, `{npu}` and `{chip}` still in it; None for an unknown action."""
+    return _data()["repair_actions"].get(action)
 
 
 def level_action(level: str) -> Optional[str]:

@@ -1,21 +1,28 @@
-"""The text and OpenMetrics bytes of gauge and counter families, written out directly.
+"""The text and OpenMetrics bytes of gauge, counter and histogram families, written out directly.
 
 prometheus_client's encoders look at every sample's name and label names again on every scrape (the
 OpenMetrics one walks each name character by character), which made them most of what a render cost: about
-24 ms of CPU for the A3's ~3,000 series. npumon's own families are plain gauges and counters with valid names,
-so their lines can be joined straight from the samples. The output is byte for byte what the installed
+24 ms of CPU for the A3's ~3,000 series. npumon's own families are plain gauges, counters and histograms with
+valid names, so their lines can be joined straight from the samples. The output is byte for byte what the installed
 prometheus_client writes for the same families (tests/outputs/test_encode.py compares the two on every
 built-in family and on hostile label values and help texts); any family this module does not know the shape
 of (a histogram, an info, a unit, a timestamp, an exemplar, a name outside the legacy character set, an
 escaping that rewrites names) goes through prometheus_client's encoder as before.
+
+The snapshot's own families (outputs/families.py) skip prometheus_client's objects altogether: `encode_rows`
+writes their rows, and a LineCache keeps each series' line start (name and labels, escaped) and each value's
+text from one render to the next, since most series and many values are the same at every render.
 """
 
+import math
 import operator
 import re
 from typing import Callable, Dict, Iterable, List, Optional, Tuple
 
-from prometheus_client.core import Metric
+from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.utils import floatToGoString
+
+from .families import Families
 
 # No ":": prometheus_client's OpenMetrics encoder writes a sample name's ":" as "_" under "underscores".
 _METRIC_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*\Z")
@@ -23,7 +30,11 @@ _LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*\Z")
 # Escapings under which a name in the legacy character set is written as it is (not "dots": it doubles "_").
 _NAME_KEEPING_ESCAPINGS = ("underscores", "allow-utf-8")
 _OPENMETRICS_VERSIONS = ("1.0.0",)
+# The sample names (after the family's name) of each type written here. Not `_created`: OpenMetrics writes it
+# with the family, the text format as a gauge family of its own, so such a family goes through prometheus_client.
+_SAMPLE_SUFFIXES = {"gauge": ("",), "counter": ("_total",), "histogram": ("_bucket", "_count", "_sum")}
 OPENMETRICS_EOF = b"# EOF\n"
+_ZERO, _NEGATIVE_ZERO = floatToGoString(0.0), floatToGoString(-0.0)
 
 
 class _Encoder(object):
@@ -34,20 +45,21 @@ class _Encoder(object):
 
     def family(self, metric: Metric) -> Optional[str]:
         """The family's text, or None when its shape is not one this encoder writes."""
-        if metric.type not in ("gauge", "counter") or getattr(metric, "unit", "") or \
-                not _METRIC_NAME.match(metric.name):
+        suffixes = _SAMPLE_SUFFIXES.get(metric.type)
+        if suffixes is None or getattr(metric, "unit", "") or not _METRIC_NAME.match(metric.name):
             return None
-        sample_name = metric.name + "_total" if metric.type == "counter" else metric.name
-        family_name = metric.name if self.openmetrics else sample_name
+        sample_names = [metric.name + suffix for suffix in suffixes]
+        # the text format names a counter family after its samples (`_total`); OpenMetrics without
+        family_name = sample_names[0] if metric.type == "counter" and not self.openmetrics else metric.name
         lines = ["# HELP ", family_name, " ", self._help(metric.documentation), "\n# TYPE ", family_name, " ",
                  metric.type, "\n"]
         line_of: Optional[_SampleLines] = None
         for sample in metric.samples:
-            if sample.name != sample_name or sample.value is None or sample.timestamp is not None or \
+            if sample.name not in sample_names or sample.value is None or sample.timestamp is not None or \
                     sample.exemplar is not None or getattr(sample, "native_histogram", None) is not None:
                 return None
-            if line_of is None or not line_of.fits(sample.labels):
-                line_of = _SampleLines.of(sample_name, sample.labels)
+            if line_of is None or line_of.sample_name != sample.name or not line_of.fits(sample.labels):
+                line_of = _SampleLines.of(sample.name, sample.labels)
                 if line_of is None:
                     return None
             lines.append(line_of.line(sample.labels, sample.value))
@@ -63,6 +75,7 @@ class _SampleLines(object):
     prometheus_client writes them, filled with each sample's values."""
 
     def __init__(self, sample_name: str, keys: Tuple[str, ...]) -> None:
+        self.sample_name = sample_name
         self.keys = frozenset(keys)
         labels = ",".join(key + '="%s"' for key in keys)
         self.template = sample_name + ("{" + labels + "}" if keys else "") + " %s\n"
@@ -120,3 +133,77 @@ def encode_families(families: Iterable[Metric], encoder: Callable[[object], byte
         body = encoder(_OneFamily(metric))
         parts.append(body[:-len(OPENMETRICS_EOF)] if openmetrics and body.endswith(OPENMETRICS_EOF) else body)
     return b"".join(parts)
+
+
+class LineCache(object):
+    """What the last render of a set of Families wrote: each series' line start (`name{labels} `) and each
+    value's text. A render keeps only what it used, so the cache never holds more than one render's series."""
+
+    def __init__(self) -> None:
+        self.heads: Dict[Tuple[str, Tuple[str, ...]], str] = {}
+        self.values: Dict[float, str] = {}
+        # (family name, label names) -> the label names' order in a line, or None where a family is not written
+        # here; a family's names do not change, so this holds one entry per family the collector ever wrote
+        self.orders: Dict[Tuple[str, Tuple[str, ...]], Optional[Tuple[int, ...]]] = {}
+
+
+def encode_rows(families: Families, encoder: Callable[[object], bytes], openmetrics: bool,
+                cache: LineCache) -> bytes:
+    """The same bytes as encode_families(families.families(), ...), written from the rows."""
+    if not writes_directly(encoder, openmetrics):
+        return encode_families(families.families(), encoder, openmetrics)
+    direct = _Encoder(openmetrics)
+    old_heads, old_values = cache.heads, cache.values
+    heads: Dict[Tuple[str, Tuple[str, ...]], str] = {}
+    values: Dict[float, str] = {}
+    parts: List[str] = []
+    for name, spec, rows in families.rows():
+        labels = tuple(spec.labels)
+        if (name, labels) not in cache.orders:
+            cache.orders[(name, labels)] = _label_order(name, labels)
+        order = cache.orders[(name, labels)]
+        if order is None:
+            metric = GaugeMetricFamily(name, spec.help, labels=spec.labels)
+            for label_values, value in rows.items():
+                metric.add_metric(label_values, value)
+            parts.append(encode_families([metric], encoder, openmetrics).decode("utf-8"))
+            continue
+        parts.append("# HELP {0} {1}\n# TYPE {0} gauge\n".format(name, direct._help(spec.help)))
+        for label_values, value in rows.items():
+            key = (name, label_values)
+            head = old_heads.get(key)
+            if head is None:
+                head = _head(name, labels, order, label_values)
+            heads[key] = head
+            if value == 0:  # 0.0 and -0.0 are one key, two texts
+                text = _NEGATIVE_ZERO if math.copysign(1.0, value) < 0 else _ZERO
+            else:
+                text = old_values.get(value)
+                if text is None:
+                    text = floatToGoString(value)
+                values[value] = text
+            parts.append(head + text + "\n")
+    cache.heads, cache.values = heads, values
+    return "".join(parts).encode("utf-8")
+
+
+def _label_order(name: str, labels: Tuple[str, ...]) -> Optional[Tuple[int, ...]]:
+    """Where each label goes in a sample line (prometheus_client sorts them), as indexes into `labels`; None
+    when the family's names are not written here (outside the legacy character set, or a label twice)."""
+    if not _METRIC_NAME.match(name) or not all(_LABEL_NAME.match(label) for label in labels) or \
+            len(set(labels)) != len(labels):
+        return None
+    return tuple(sorted(range(len(labels)), key=labels.__getitem__))
+
+
+def _head(name: str, labels: Tuple[str, ...], order: Tuple[int, ...], label_values: Tuple[str, ...]) -> str:
+    """`name{a="x",b="y"} `: a sample line up to its value, as _SampleLines writes it."""
+    if not labels:
+        return name + " "
+    pairs = []
+    for index in order:
+        value = label_values[index]
+        if "\\" in value or "\n" in value or '"' in value:
+            value = value.replace("\\", r"\\").replace("\n", r"\n").replace('"', r"\"")
+        pairs.append('{}="{}"'.format(labels[index], value))
+    return name + "{" + ",".join(pairs) + "} "

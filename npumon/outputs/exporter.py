@@ -19,10 +19,13 @@ from .. import __version__
 from ..config.schema import ExporterConfig
 from ..model import HEALTH_STATES, ChipSample, Finding, ProcessSample, Snapshot, SourceStatus
 from ..sources import registry
+from ..rules.verdict import STATES, HostVerdict, chip_key
 from . import npu_exporter
+from .encode import LineCache, encode_rows
 from .exposition import ExpositionRegistry
 from .families import Families, MetricSpec
-from .report import processes_by_memory
+from .link_metrics import LINK_METRICS, add_links
+from .report import processes_by_memory, verdict_of
 
 
 @dataclass
@@ -30,6 +33,7 @@ class ExporterView:
     snapshot: Optional[Snapshot]  # None before the first poll
     findings: List[Finding]  # active findings
     driver_version: Optional[str] = None
+    verdict: Optional[HostVerdict] = None  # the daemon's guarded verdicts; by default the snapshot's own
 
 
 CHIP = ("npu", "chip")
@@ -73,9 +77,13 @@ CORE_METRICS = (  # the chip records and the daemon itself; each source declares
                "1 for each active finding of a rule that notifies."),
     MetricSpec("npumon_finding_shadow", ("rule", "severity", "subject"),
                "1 for each active finding of a rule in shadow mode (recorded, never notified)."),
+    MetricSpec("npumon_chip_verdict", ("npu", "chip", "state"),
+               "1 for the chip's verdict (healthy, degraded, out_of_service), 0 for the other two."),
+    MetricSpec("npumon_host_verdict", ("state",),
+               "1 for the host's verdict (healthy, degraded, out_of_service), 0 for the other two."),
     MetricSpec("npumon_finding_repair_info", ("rule", "subject", "repair_action", "level"),
                "1 for each active finding of a driver fault: what repairs it, and the fault code's handling level."),
-)
+) + LINK_METRICS  # the chips' interconnect links (link_metrics.py)
 
 # Every npumon_* family: the core ones and those the listed sources declare.
 NATIVE_METRICS = CORE_METRICS + tuple(metric for source in registry.SOURCES for metric in source.metrics)
@@ -116,13 +124,20 @@ def render_families(view: ExporterView, npu_exporter_compat: bool = False, node:
     """The metric families for one scrape, built from the view alone. `node`: a `node` label on npu-exporter's
     families; `only_npu_exporter`: those families alone, as npu-exporter's own /metrics serves them;
     `process_series_per_chip`: how many of a chip's processes get a memory series of their own."""
+    return render_rows(view, npu_exporter_compat, node, only_npu_exporter, process_series_per_chip).families()
+
+
+def render_rows(view: ExporterView, npu_exporter_compat: bool = False, node: Optional[str] = None,
+                only_npu_exporter: bool = False,
+                process_series_per_chip: int = DEFAULT_PROCESS_SERIES_PER_CHIP) -> Families:
+    """render_families' samples as Families rows, which /metrics writes without prometheus_client's objects."""
     out = Families(_specs(node))
     snapshot = view.snapshot
     if not only_npu_exporter:
         _add_native(out, view, process_series_per_chip)
     if (npu_exporter_compat or only_npu_exporter) and snapshot is not None:
         npu_exporter.render(out, snapshot, node=node, driver_version=view.driver_version)
-    return out.families()
+    return out
 
 
 def _add_native(out: Families, view: ExporterView, process_series_per_chip: int) -> None:
@@ -138,7 +153,18 @@ def _add_native(out: Families, view: ExporterView, process_series_per_chip: int)
         for spec in registry.SOURCES:  # each source's own families (host facts, PCIe links, probes, ...)
             if spec.export is not None:
                 spec.export(snapshot, out)
+        _add_verdict(out, view.verdict or verdict_of(snapshot, view.findings))
     _add_findings(out, view.findings)
+
+
+def _add_verdict(out: Families, verdict: HostVerdict) -> None:
+    for state in STATES:
+        out.add("npumon_host_verdict", int(verdict.state == state), (state,))
+    for chip in verdict.chips:
+        key = chip_key(chip.subject)
+        if key is not None:
+            for state in STATES:
+                out.add("npumon_chip_verdict", int(chip.state == state), (key[0], key[1], state))
 
 
 def _add_sources(out: Families, sources: Dict[str, SourceStatus]) -> None:
@@ -177,6 +203,7 @@ def _add_chip(out: Families, chip: ChipSample, driver_version: Optional[str]) ->
             out.add("npumon_chip_ecc_errors", counts.get(bit), ids + (memory, bit))
         out.add("npumon_chip_ecc_isolated_pages", counts.get("isolated_pages"), ids + (memory,))
     out.add("npumon_chip_processes", len(chip.processes), ids)
+    add_links(out, chip)
 
 
 def largest_processes(processes: Sequence[ProcessSample], limit: int) -> Tuple[List[ProcessSample],
@@ -216,7 +243,8 @@ class _ViewState:
 
     def __init__(self, view: ExporterView) -> None:
         self.view = view
-        self._parts = (view.snapshot, view.driver_version) + tuple(view.findings) + tuple(registry.SOURCES)
+        self._parts = ((view.snapshot, view.driver_version, view.verdict) + tuple(view.findings)
+                       + tuple(registry.SOURCES))
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, _ViewState) or len(other._parts) != len(self._parts):
@@ -238,6 +266,7 @@ class SnapshotCollector(Collector):
         self._node = node
         self._only_npu_exporter = only_npu_exporter
         self._process_series_per_chip = process_series_per_chip
+        self._lines = LineCache()  # only ExpositionRegistry's render uses it, under its lock
 
     def collect(self) -> Iterator[Metric]:
         return self.collect_state(self.render_state())
@@ -248,6 +277,13 @@ class SnapshotCollector(Collector):
     def collect_state(self, state: _ViewState) -> Iterator[Metric]:
         return iter(render_families(state.view, self._npu_exporter_compat, self._node, self._only_npu_exporter,
                                     self._process_series_per_chip))
+
+    def encode_state(self, state: _ViewState, encoder: Callable[[object], bytes], openmetrics: bool) -> bytes:
+        """collect_state's families in `encoder`'s format (without OpenMetrics' `# EOF`), written from the rows
+        with the lines of the previous render reused where they are the same."""
+        rows = render_rows(state.view, self._npu_exporter_compat, self._node, self._only_npu_exporter,
+                           self._process_series_per_chip)
+        return encode_rows(rows, encoder, openmetrics, self._lines)
 
 
 def build_registry(get_view: Callable[[], ExporterView], npu_exporter_compat: bool = False,

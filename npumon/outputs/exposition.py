@@ -17,7 +17,9 @@ reads) for the cost of compressing the tail.
 
 A cacheable collector has `render_state()`, returning what its output depends on (compared with ==, so a
 state object may define identity comparison), and `collect_state(state)`, yielding the families for exactly
-that state: the state is taken outside the lock (it may be slow) and the render uses that same state.
+that state: the state is taken outside the lock (it may be slow) and the render uses that same state. It
+may also have `encode_state(state, encoder, openmetrics)`, which writes those families' bytes itself (the
+snapshot's collector does, reusing its previous render's lines).
 """
 
 import gzip
@@ -160,7 +162,7 @@ class ExpositionRegistry(CollectorRegistry):
             for collector, state in cached:
                 part = previous.get(id(collector))
                 if part is None or part.collector is not collector or not part.state == state:
-                    part = _Part(collector, state, _body(encoder, collector.collect_state(state), openmetrics))
+                    part = _Part(collector, state, _body(encoder, collector, state, openmetrics))
                     self.renders += 1
                 parts.append(part)
             rendered = self._formats[content_type] = _Format(tuple(parts))
@@ -174,8 +176,12 @@ def _cacheable(collector) -> bool:
     return hasattr(collector, "render_state") and hasattr(collector, "collect_state")
 
 
-def _body(encoder, families: Iterable[Metric], openmetrics: bool) -> bytes:
-    return encode_families(families, encoder, openmetrics)  # without `# EOF`: the tail ends the whole body
+def _body(encoder, collector, state, openmetrics: bool) -> bytes:
+    """The collector's families for `state`, without `# EOF` (the tail ends the whole body): written by the
+    collector itself where it can (`encode_state`), else from its families."""
+    if hasattr(collector, "encode_state"):
+        return collector.encode_state(state, encoder, openmetrics)
+    return encode_families(collector.collect_state(state), encoder, openmetrics)
 
 
 def serve_metrics(registry: CollectorRegistry, accept: str, gzip_wanted: bool) -> Exposition:

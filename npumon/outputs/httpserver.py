@@ -23,7 +23,8 @@ How it stays bounded:
 longer than a deadline for a worker. One place turns an accepted socket into a connection (`_open`, where
 TLS wraps it with the context the guard gives), and the handler reads only through the connection
 (`DeadlineIO.setup`). The guard (webauth.Guard, the web config) decides TLS, client certificates and the
-extra headers; basic auth is the handler's, in the worker.
+extra headers; basic auth is the handler's, in the worker, except that the loop answers 429 at once to a
+request from an address shut out for guessing passwords (guard.refuse_early), so guessing holds no worker.
 """
 
 import errno
@@ -34,6 +35,7 @@ import ssl
 import threading
 import time
 from collections import deque
+from http import HTTPStatus
 from typing import Deque, Dict, NamedTuple, Optional, Tuple
 
 from .http_metrics import ServerStats
@@ -54,11 +56,17 @@ ACCEPT_BACKOFF_SECONDS = (0.05, 1.0)  # first and longest pause after accept() r
 OUT_OF_DESCRIPTORS = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
 
 
-def _unavailable(reason: bytes, headers: Tuple[Tuple[str, str], ...] = ()) -> bytes:
-    """A whole 503 answer, sent without a handler; `headers`: the web config's, which every answer carries."""
+def _answer(status: int, body: bytes, headers: Tuple[Tuple[str, str], ...] = ()) -> bytes:
+    """A whole plain-text answer, sent without a handler; `headers`: its own, then the web config's, which
+    every answer carries."""
     extra = b"".join("{}: {}\r\n".format(name, value).encode("latin-1") for name, value in headers)
-    return (b"HTTP/1.0 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: %d\r\n"
-            b"Retry-After: 1\r\nConnection: close\r\n%s\r\n%s" % (len(reason), extra, reason))
+    return (b"HTTP/1.0 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: %d\r\n"
+            b"Connection: close\r\n%s\r\n%s" % (status, HTTPStatus(status).phrase.encode(), len(body), extra, body))
+
+
+def _unavailable(reason: bytes, headers: Tuple[Tuple[str, str], ...] = ()) -> bytes:
+    """A whole 503 answer, sent without a handler."""
+    return _answer(503, reason, (("Retry-After", "1"),) + headers)
 
 
 REFUSAL = b"too many open connections\n"  # at max_connections, from the loop
@@ -298,6 +306,15 @@ class BoundedHTTPServer:
     def _dispatch(self, connection: Connection) -> None:
         del self._reading[connection.sock.fileno()]
         self._selector.unregister(connection.sock)
+        denial = self.guard.refuse_early(connection.address[0], bytes(connection.head))
+        if denial is not None:  # password guessing from a shut-out address: answered here, without a worker
+            status, headers, body = denial
+            try:
+                connection.sock.send(_answer(status, body, headers + self.guard.headers()))  # small, cannot block
+            except OSError:
+                pass
+            self._close(connection)
+            return
         connection.ready_at = time.monotonic()
         with self._ready_changed:
             self._ready.append(connection)

@@ -10,7 +10,8 @@ Differences that cannot be helped: no explicit timestamps (npumon serves every s
 container labels come from the kubelet's pod-resources API (the Kubernetes source; empty without it, see
 npu_exporter_container.py), and values npu-smi cannot give are left out (PCIe bandwidth and vNPU families;
 docs/npu-exporter.md's mapping table lists them). The network, RoCE
-and optical families come from hccn_tool (npu_exporter_network.py).
+and optical families come from hccn_tool (npu_exporter_network.py), the HCCS and SIO families from the
+link queries (npu_exporter_links.py), the 950's UB-port families from DCMI (npu_exporter_ub.py).
 """
 
 import os
@@ -21,6 +22,8 @@ from .. import __version__
 from ..model import MIB, ChipSample, Snapshot
 from .families import Families, MetricSpec
 from .npu_exporter_container import container_metrics, pod_labels, process_container, render_containers
+from .npu_exporter_links import link_metrics, render_links
+from .npu_exporter_ub import render_ub, ub_metrics
 from .npu_exporter_network import network_metrics, render_network
 
 # npu-exporter's label sets (COMPAT.md section 2): L1, LN (model_name renamed name), L2 (processes).
@@ -86,7 +89,8 @@ BASE_METRICS = (
     _chip("npu_chip_info_hbm_ecc_total_double_bit_error_cnt", "HBM Double Bit Aggregate Total Err Cnt"),
     _chip("npu_chip_info_hbm_ecc_single_bit_isolated_pages_cnt", "HBM Single Bit Isolated Pages Count"),
     _chip("npu_chip_info_hbm_ecc_double_bit_isolated_pages_cnt", "HBM Double Bit Isolated Pages Count"),
-) + network_metrics(CHIP_LABELS) + container_metrics(CHIP_LABELS)  # npu_exporter_network.py, _container.py
+) + network_metrics(CHIP_LABELS) + container_metrics(CHIP_LABELS) \
+    + link_metrics(CHIP_LABELS) + ub_metrics(CHIP_LABELS)  # npu_exporter_network.py, _container.py, _links.py, _ub.py
 
 NODE_LABEL = "node"
 
@@ -191,7 +195,8 @@ def render(out: Families, snapshot: Snapshot, node: Optional[str] = None,
     out.add("machine_unhealthy_npu_nums", healths.count(0), extra)
     out.add("machine_unknown_npu_nums", len(chips) - healths.count(1) - healths.count(0), extra)
     for position, chip in enumerate(chips):
-        _add_chip(out, chip, position, extra)
+        if not chip.extra.get("identity_pending"):  # its vdie_id is still to come: no series that would change
+            _add_chip(out, chip, position, extra)
 
 
 def chip_labels(chip: ChipSample, position: int) -> tuple:
@@ -225,6 +230,8 @@ def _add_chip(out: Families, chip: ChipSample, position: int, extra: tuple) -> N
     _add_utilization(out, chip, family, series_labels)
     _add_memory(out, chip, family, series_labels)
     render_network(out, chip.extra.get("network"), series_labels)
+    render_links(out, chip, series_labels)
+    render_ub(out, chip, labels, extra)
     render_containers(out, chip, labels, extra, family in HBM_FAMILIES, _percent(chip.aicore_ratio))
 
 

@@ -4,11 +4,14 @@ Pure functions, no I/O."""
 
 import dataclasses
 import datetime
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from ..model import ChipSample, Finding, ProbeSample, ProcessSample, Snapshot, chip_json
+from ..rules.verdict import HEALTHY, HostVerdict, decide
 from ..sources.npusmi.source import TABLE_SOURCE
 from ..sources.probe.runtime_view import runtime_cell
+from ..sources.serving.view import serving_text
+from .colour import HEALTH_MEANINGS, PLAIN, Painter
 
 SCHEMA = "npumon.check/v1"
 EXIT_CODES = {"ok": 0, "warning": 1, "critical": 2, "unknown": 3}
@@ -40,10 +43,16 @@ def sorted_findings(findings: Sequence[Finding]) -> List[Finding]:
     return sorted(findings, key=lambda f: (SEVERITY_ORDER.get(f.severity, 9), f.subject, f.rule))
 
 
+def verdict_of(snapshot: Snapshot, findings: Sequence[Finding]) -> HostVerdict:
+    """The verdicts of one pass, without the daemon's guard rails (what `check` shows)."""
+    return decide(findings, [chip.subject for chip in snapshot.chips])
+
+
 def status_document(snapshot: Snapshot, findings: Sequence[Finding], extra: Optional[Dict[str, Any]] = None,
-                    acknowledged: Sequence[Finding] = ()) -> Dict[str, Any]:
+                    acknowledged: Sequence[Finding] = (), verdict: Optional[HostVerdict] = None) -> Dict[str, Any]:
     """The `npumon.check/v1` document (contract: see DESIGN.md). `acknowledged`: findings an operator
-    acknowledged whose condition still holds; listed apart, they no longer count for the status."""
+    acknowledged whose condition still holds; listed apart, they no longer count for the status. `verdict`: the
+    daemon's guarded verdicts; by default this pass's own."""
     document = {
         "schema": SCHEMA,
         "host": snapshot.host.hostname,
@@ -56,6 +65,7 @@ def status_document(snapshot: Snapshot, findings: Sequence[Finding], extra: Opti
         "acknowledged": [finding.to_json() for finding in sorted_findings(acknowledged)],
         "sources": {name: status.to_json() for name, status in sorted(snapshot.sources.items())},
         "host_facts": dataclasses.asdict(snapshot.host),
+        "verdict": (verdict or verdict_of(snapshot, findings)).to_json(),
     }
     if extra:
         document.update(extra)
@@ -151,7 +161,9 @@ def _num(value: Optional[float]) -> str:
     return text if text != "-0" else "0"
 
 
-def render_table(snapshot: Snapshot, findings: Sequence[Finding]) -> str:
+def render_table(snapshot: Snapshot, findings: Sequence[Finding], paint: Painter = PLAIN) -> str:
+    """The human table; `paint` colours the health cells, the findings' severities and the sources' states
+    (a person at a terminal), or leaves them plain."""
     lines = []
     title = "host {}".format(snapshot.host.hostname)
     if snapshot.tool_version:
@@ -173,28 +185,54 @@ def render_table(snapshot: Snapshot, findings: Sequence[Finding]) -> str:
                 _net_cell(chip.extra.get("network")),
                 _probe_cell(chip.probe),
             ))
-        lines.extend(_columns(rows))
+        lines.extend(_columns(rows, lambda row, column, cell: paint(cell, "heading") if row == 0 else (
+            paint(cell, HEALTH_MEANINGS.get(cell.strip())) if column == 3 else cell)))
         lines.append("")
         lines.extend(process_lines(snapshot.chips))
+    serving = serving_text(snapshot.host.serving_queue_depth, snapshot.host.extra.get("serving"))
+    if serving is not None:
+        lines.append("")
+        lines.append(paint("SERVING", "heading") + " " + serving)
     lines.append("")
     shown = sorted_findings(findings)
-    lines.append("FINDINGS" if shown else "FINDINGS: none")
+    lines.append(paint("FINDINGS", "heading") if shown else "FINDINGS: " + paint("none", "ok"))
     for finding in shown:
         tag = finding.severity.upper() + (" (shadow)" if finding.shadow else "")
-        lines.append("  {:<9} {:<14} {}: {}".format(tag, finding.subject, finding.rule, finding.summary))
+        lines.append("  {} {:<14} {}: {}".format(paint("{:<9}".format(tag), finding.severity), finding.subject,
+                                                 finding.rule, finding.summary))
         lines.append("            hint: {}".format(finding.hint))
         if finding.repair_action is not None:
             lines.append("            repair: {}{}".format(
                 finding.repair_action, "" if finding.level is None else " (level {})".format(finding.level)))
     lines.append("")
-    lines.append("SOURCES")
+    lines.extend(verdict_lines(verdict_of(snapshot, findings)))
+    lines.append("")
+    lines.append(paint("SOURCES", "heading"))
     for name, status in sorted(snapshot.sources.items()):
         state = "unsupported" if status.unsupported else (
             ("DEGRADED" if status.degraded else "ok") if status.ok else "FAILED")
         took = "" if status.duration_seconds is None else " {:.2f}s".format(status.duration_seconds)
         detail = "" if not status.error else " - " + status.error
-        lines.append("  {:<16} {}{}{}".format(name, state, took, detail))
+        lines.append("  {:<16} {}{}{}".format(name, paint(state, _SOURCE_MEANINGS.get(state)), took, detail))
     return "\n".join(lines)
+
+
+def verdict_lines(verdict: HostVerdict) -> List[str]:
+    """The host's verdict, then each chip that is not healthy with the reason that decided it."""
+    healthy = sum(1 for chip in verdict.chips if chip.state == HEALTHY)
+    lines = ["VERDICT: host {}{}, {} of {} chip{} healthy".format(
+        verdict.state.replace("_", " "),
+        " ({})".format(verdict.reasons[0].rule) if verdict.reasons else "",
+        healthy, len(verdict.chips), "" if len(verdict.chips) == 1 else "s")]
+    for chip in verdict.chips:
+        if chip.state == HEALTHY:
+            continue
+        first = chip.reasons[0]
+        more = len(chip.reasons) - 1
+        lines.append("  {:<14} {:<15} {}: {}{}".format(
+            chip.subject, chip.state.replace("_", " "), first.rule, chip.repair_action,
+            " (+{} more)".format(more) if more else ""))
+    return lines
 
 
 def processes_by_memory(processes: Sequence[ProcessSample]) -> List[ProcessSample]:
@@ -238,17 +276,37 @@ def _net_cell(network: Optional[Dict[str, Any]]) -> str:
 
 
 def _probe_cell(probe: Optional[ProbeSample]) -> str:
-    """`ok 12ms`, `FAILED memcpy 507053`, `unavailable`, `skipped`; the details are in the findings and JSON."""
+    """`ok 12ms compute 1.2ms`, `ok 12ms no compute` (compute unavailable), `FAILED compute 507046`, `unavailable`,
+    `skipped`; the details are in the findings and JSON."""
     if probe is None:
         return "-"
     if probe.state == "ok":
-        seconds = probe.duration_seconds or 0.0
-        return "ok {:.0f}ms".format(seconds * 1000) if seconds < 1 else "ok {:.1f}s".format(seconds)
+        cell = "ok " + _duration_text(probe.duration_seconds or 0.0)
+        if "compute" in probe.stage_seconds:  # the AI Core's own step (sources/probe/compute.py)
+            return cell + " compute " + _duration_text(probe.stage_seconds["compute"])
+        return cell + (" no compute" if (probe.detail or "").startswith("compute unavailable") else "")
     if probe.state == "failed":
         return " ".join(["FAILED", probe.failed_stage or "?"] + ([str(probe.error_code)] if probe.error_code else []))
     return probe.state
 
 
-def _columns(rows: List[tuple]) -> List[str]:
+def _duration_text(seconds: float) -> str:
+    if seconds < 0.01:
+        return "{:.1f}ms".format(seconds * 1000)
+    return "{:.0f}ms".format(seconds * 1000) if seconds < 1 else "{:.1f}s".format(seconds)
+
+
+_SOURCE_MEANINGS = {"ok": "ok", "DEGRADED": "warning", "FAILED": "critical"}
+
+
+def _columns(rows: List[tuple], paint: Optional[Callable[[int, int, str], str]] = None) -> List[str]:
+    """Aligned columns; `paint(row, column, padded cell)` colours a cell after padding, so that the colour
+    codes never count in a column's width."""
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
+    lines = []
+    for number, row in enumerate(rows):
+        cells = [cell.ljust(width) for cell, width in zip(row, widths)]
+        cells[-1] = cells[-1].rstrip()
+        lines.append("  ".join(paint(number, column, cell) if paint else cell
+                               for column, cell in enumerate(cells)).rstrip())
+    return lines

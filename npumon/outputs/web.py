@@ -1,6 +1,8 @@
-"""The daemon's HTTP endpoints: /metrics, /healthz, /status and a small index page.
+"""The daemon's HTTP endpoints: /metrics, /healthz, /status, the health API (/v1/health, /v1/events,
+POST /v1/ack: health_api.py) and a small index page.
 
-Everything is served from memory and nothing changes state, so only GET and HEAD are allowed. The server
+Everything is served from memory and nothing changes state, so only GET and HEAD are allowed, except POST
+/v1/ack, which is answered only where the web config requires authentication. The server
 (httpserver.py) is bounded: a fixed pool of workers, a cap on open connections and a deadline for the
 whole request, so slow or stuck clients (including ones stuck in a TLS handshake) cost a file descriptor
 each, never a thread, and never hold up a scraper or the poll loop. Errors are logged one line each, at
@@ -13,7 +15,7 @@ import socket
 import ssl
 import threading
 from http.server import BaseHTTPRequestHandler
-from typing import Callable, List, NamedTuple, Optional, Tuple
+from typing import Any, Callable, List, NamedTuple, Optional, Tuple
 from urllib.parse import urlsplit
 
 from prometheus_client.exposition import gzip_accepted
@@ -25,7 +27,9 @@ from .http_metrics import ServerStats
 from .httpconn import DeadlineIO
 from .httpserver import (DEFAULT_MAX_CONNECTIONS, DEFAULT_REQUEST_TIMEOUT_SECONDS, DEFAULT_WORKERS,
                          BoundedHTTPServer, Limits)
-from .webauth import Guard
+from . import health_api
+from .health_api import HealthApi
+from .webauth import Guard, authenticated_user
 from .webconfig import WebSecurity
 
 log = logging.getLogger(__name__)
@@ -40,6 +44,8 @@ INDEX_HTML = """<!DOCTYPE html>
 <ul>
 <li><a href="/metrics">/metrics</a> Prometheus metrics</li>
 <li><a href="/status">/status</a> latest snapshot and findings (JSON)</li>
+<li><a href="/v1/health">/v1/health</a> host and chip verdicts: 200 in service, 503 out (JSON)</li>
+<li><a href="/v1/events">/v1/events</a> the event history, newest 100 (JSON)</li>
 <li><a href="/healthz">/healthz</a> daemon health</li>
 </ul></body></html>
 """.format(version=__version__)
@@ -104,6 +110,31 @@ def limits_problems(workers: int, max_connections: int, request_timeout: float) 
     return problems
 
 
+def exporter_config_problems(config: Any) -> List[Tuple[str, str]]:
+    """The exporter's own checks of the whole config: its listeners, TLS files and limits, as [(dotted key,
+    problem)]."""
+    exporter = config.exporter
+    problems: List[Tuple[str, str]] = []
+    if bool(exporter.tls_cert_file) != bool(exporter.tls_key_file):
+        problems.append(("exporter.tls_cert_file", "TLS needs both tls_cert_file and tls_key_file"))
+    try:
+        parse_listen(exporter.listen)
+    except WebServerError as exc:
+        problems.append(("exporter.listen", str(exc)))
+    if exporter.npu_exporter_listen is not None:
+        try:
+            parse_listen(exporter.npu_exporter_listen)
+        except WebServerError as exc:
+            problems.append(("exporter.npu_exporter_listen", str(exc)))
+        if not exporter.npu_exporter_compat:
+            problems.append(("exporter.npu_exporter_listen", "needs npu_exporter_compat: true"))
+    if not 0 <= exporter.process_series_per_chip <= 1000:
+        problems.append(("exporter.process_series_per_chip", "must be 0..1000 (series per chip)"))
+    problems.extend(("exporter." + key, problem) for key, problem in limits_problems(
+        exporter.http_workers, exporter.max_connections, exporter.request_timeout_seconds))
+    return problems
+
+
 def _listening_socket(family: int, address: tuple, dualstack: bool) -> socket.socket:
     sock = socket.socket(family, socket.SOCK_STREAM)
     try:
@@ -125,14 +156,20 @@ class _Response(NamedTuple):
     headers: Tuple[Tuple[str, str], ...] = ()
 
 
+def _json(answer: health_api.Answer) -> _Response:
+    status, body = answer
+    return _Response(status, "application/json", (json.dumps(body, indent=2) + "\n").encode("utf-8"))
+
+
 class _App:
     """What the endpoints read: the metrics registry and the daemon's two callbacks."""
 
     def __init__(self, registry: CollectorRegistry, get_status: Callable[[], dict],
-                 get_health: Callable[[], Tuple[bool, str]]) -> None:
+                 get_health: Callable[[], Tuple[bool, str]], api: Optional[HealthApi] = None) -> None:
         self.registry = registry
         self.get_status = get_status
         self.get_health = get_health
+        self.api = api  # /v1/*; None: not served (npu-exporter's listener)
 
 
 class _Handler(DeadlineIO, BaseHTTPRequestHandler):
@@ -144,6 +181,41 @@ class _Handler(DeadlineIO, BaseHTTPRequestHandler):
 
     def do_HEAD(self) -> None:
         self._serve(send_body=False)
+
+    def do_POST(self) -> None:
+        split = urlsplit(self.path)
+        if split.path != "/v1/ack" or self.server.app.api is None:
+            self._method_not_allowed()
+            return
+        guard = self.server.guard
+        denied = guard.check(split.path, self.headers.get("Authorization"), self.client_address[0])
+        if denied is not None:
+            status, headers, body = denied
+            self._send(_Response(status, TEXT, body, headers), send_body=True)
+            return
+        body = self._request_body()
+        if isinstance(body, _Response):
+            self._send(body, send_body=True)
+            return
+        try:
+            answer = health_api.ack(self.server.app.api, body,
+                                    authenticated_user(guard, self.headers.get("Authorization")))
+        except Exception as exc:  # a failing callback costs one 500 and one log line
+            log.warning("http: /v1/ack failed: %s: %s", type(exc).__name__, exc)
+            answer = (500, {"error": "internal error"})
+        self._send(_json(answer), send_body=True)
+
+    def _request_body(self):
+        """The request's body (bytes), or the 4xx answer that refuses it: a length is required and bounded."""
+        length = self.headers.get("Content-Length")
+        if length is None or not length.strip().isdigit():
+            return _Response(411, TEXT, b"a Content-Length is required\n")
+        if int(length) > health_api.MAX_ACK_BODY_BYTES:
+            return _Response(413, TEXT, b"request body too large\n")
+        body = self.rfile.read(int(length))
+        if len(body) != int(length):
+            return _Response(400, TEXT, b"request body shorter than its Content-Length\n")
+        return body
 
     def __getattr__(self, name: str):
         # BaseHTTPRequestHandler answers methods it has no do_<METHOD> for with 501; every method other
@@ -157,8 +229,8 @@ class _Handler(DeadlineIO, BaseHTTPRequestHandler):
 
     def _serve(self, send_body: bool) -> None:
         path = urlsplit(self.path).path
-        denied = self.server.guard.check(path, self.headers.get("Authorization"))
-        if denied is not None:  # basic auth (webauth.py): 401 with WWW-Authenticate, counted
+        denied = self.server.guard.check(path, self.headers.get("Authorization"), self.client_address[0])
+        if denied is not None:  # basic auth (webauth.py): 401 with WWW-Authenticate, 429 or 503, counted
             status, headers, body = denied
             self._send(_Response(status, TEXT, body, headers), send_body)
             return
@@ -170,6 +242,11 @@ class _Handler(DeadlineIO, BaseHTTPRequestHandler):
         self._send(response, send_body)
 
     def _respond(self, path: str, app: "_App") -> "_Response":
+        if app.api is not None and path == "/v1/health":
+            snapshot, verdict = app.api.state()
+            return _json(health_api.health(snapshot, verdict, urlsplit(self.path).query))
+        if app.api is not None and path == "/v1/events":
+            return _json(health_api.events(app.api.events, urlsplit(self.path).query))
         if path == "/metrics":  # rendered once per change, served from memory (exposition.py)
             exposition = serve_metrics(app.registry, self.headers.get("Accept", ""),
                                        gzip_accepted(self.headers.get("Accept-Encoding", "")))
@@ -211,16 +288,18 @@ class _Handler(DeadlineIO, BaseHTTPRequestHandler):
 
 
 class WebServer:
-    """Serves /metrics, /healthz, /status and / until stop()."""
+    """Serves /metrics, /healthz, /status, /v1/* and / until stop()."""
 
     def __init__(self, listen: str, registry: CollectorRegistry, get_status: Callable[[], dict],
                  get_health: Callable[[], Tuple[bool, str]], tls_cert: Optional[str] = None,
                  tls_key: Optional[str] = None,
                  client_timeout: float = DEFAULT_CLIENT_TIMEOUT_SECONDS, workers: int = DEFAULT_WORKERS,
-                 max_connections: int = DEFAULT_MAX_CONNECTIONS, security: Optional[WebSecurity] = None) -> None:
+                 max_connections: int = DEFAULT_MAX_CONNECTIONS, security: Optional[WebSecurity] = None,
+                 api: Optional[HealthApi] = None) -> None:
         """Checks the listen address, the limits and the TLS files now, so a bad config fails before start().
         client_timeout: the deadline of a whole request (TLS handshake, head, body and answer).
-        `security`: what a web config file (webconfig.py) asks for: TLS, client certificates, basic auth."""
+        `security`: what a web config file (webconfig.py) asks for: TLS, client certificates, basic auth.
+        `api`: what /v1/health, /v1/events and POST /v1/ack answer from (health_api.py); None: not served."""
         self._listen = listen
         self._host, self._requested_port = parse_listen(listen)
         problems = limits_problems(workers, max_connections, client_timeout)
@@ -231,7 +310,7 @@ class WebServer:
         tls = _tls_context(tls_cert, tls_key) if tls_cert is not None else None
         self._guard = Guard(tls, security)
         self.registry = registry  # what it serves (the daemon tells it of each publication)
-        self._app = _App(registry, get_status, get_health)
+        self._app = _App(registry, get_status, get_health, api)
         self._limits = Limits(workers=workers, max_connections=max_connections, request_timeout=client_timeout)
         self.stats = ServerStats(workers, max_connections)  # replaced by the server's own once it starts
         self._server = None  # type: Optional[BoundedHTTPServer]

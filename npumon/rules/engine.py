@@ -157,6 +157,10 @@ class RuleEngine:
         """Ids of the rules whose findings a reboot of the host resolves (`reboot_clears`)."""
         return sorted(compiled.rule.id for compiled in self._rules if compiled.rule.reboot_clears)
 
+    def for_seconds(self) -> Dict[str, float]:
+        """Each rule's `for:` in seconds, by id (what the verdict guard rails hold an out-of-service finding for)."""
+        return {compiled.rule.id: compiled.rule.for_seconds for compiled in self._rules}
+
     def acknowledged(self) -> List[Tuple[str, str]]:
         with self._lock:
             return sorted(self._acknowledged)

@@ -15,9 +15,11 @@ import typing
 from typing import Any, Callable, Dict, FrozenSet, List, Optional, Sequence, Tuple
 
 from ..faults import catalogue as fault_catalogue
+from ..faults import levels as fault_levels
 from ..model import ChipSample, HostSample, Snapshot, SourceStatus
 from ..sources import registry
 from .compat import check_versions as _check_versions
+from .links import link_facts
 
 Facts = Dict[str, Any]
 VersionCheck = Callable[[HostSample], Tuple[Optional[bool], str]]
@@ -71,6 +73,7 @@ def chip_facts(chip: ChipSample, host: HostSample, prefixed_host: Facts) -> Fact
     facts.update(_chip_error_facts(chip))
     facts.update(_chip_process_facts(chip))
     facts.update(_chip_memory_facts(chip))
+    facts.update(link_facts(chip))
     for spec in registry.SOURCES:
         if spec.chip_facts is not None:
             facts.update(spec.chip_facts(chip, host))
@@ -81,17 +84,22 @@ def chip_facts(chip: ChipSample, host: HostSample, prefixed_host: Facts) -> Fact
 def _chip_error_facts(chip: ChipSample) -> Facts:
     faults = [fault_catalogue.lookup(code) for code in chip.error_codes]
     worst = fault_catalogue.worst(faults)
-    action = None if worst is None else worst.action()
+    action = None if worst is None else worst.context()
+    repair = None if worst is None else worst.repair_action
     return {
         "error_codes": list(chip.error_codes),
         "error_code_text": ", ".join(chip.error_codes) if chip.error_codes else "none",
         "error_information_text": "; ".join(chip.error_information) if chip.error_information else "none",
         # the fault catalogue's view of the codes (npumon/faults): the most severe handling level and its action
         "fault_level": None if worst is None else worst.level,
-        "fault_repair_action": None if worst is None else worst.repair_action,
+        "fault_repair_action": repair,
+        # what the health reading and the codes call for together: Critical health ("probably unusable") needs
+        # at least a reset, whatever milder level its codes carry
+        "health_repair_action": fault_levels.stronger_repair(repair, "reset_npu") if chip.health == "Critical"
+        else repair,
         "fault_codes_text": "; ".join(fault.describe() for fault in faults) if faults else "none",
-        "fault_action": None if action is None else action.replace("{npu}", str(chip.npu)).replace(
-            "{chip}", str(chip.chip)),
+        # the codes' family: context for a hint, never a recommendation ("" keeps "n/a" out of the hint)
+        "fault_action": action or "",
     }
 
 
@@ -117,6 +125,9 @@ def _chip_memory_facts(chip: ChipSample) -> Facts:
     return {
         "hbm_used_ratio": _ratio(chip.hbm_used_bytes, chip.hbm_total_bytes),
         "memory_used_ratio": _ratio(chip.memory_used_bytes, chip.memory_total_bytes),
+        # the chip's own memory whichever it is (HBM on the 910 family, DDR on the 310 family)
+        "device_memory_used_ratio": _ratio(chip.hbm_used_bytes, chip.hbm_total_bytes)
+        if chip.hbm_total_bytes else _ratio(chip.memory_used_bytes, chip.memory_total_bytes),
     }
 
 
@@ -189,8 +200,10 @@ def _source_facts(snapshot: Snapshot) -> Facts:
         facts["source_up." + name] = 1 if status.ok else 0
         age = None if status.last_success is None else max(0.0, snapshot.time - status.last_success)
         facts["source_age_seconds." + name] = age
-        # A query the product does not support at all is not "down": nothing will ever come from it.
-        if not status.ok and not status.unsupported:
+        # Not "down" (SourceStatus.failing, as the journal says): a query the product does not support at all
+        # (nothing will ever come from it), a tier waiting for its first poll, or one waiting for another source
+        # within its grace (hccn for npu-smi's chips: npu-smi's own status says what is wrong, if anything).
+        if status.failing:
             down.append((name, status))
     ages = [snapshot.time - status.last_success for _, status in down if status.last_success is not None]
     facts.update({

@@ -41,6 +41,7 @@ from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tup
 
 import yaml
 
+from ..config import yamlparse
 from ..faults.levels import REPAIR_ACTIONS
 from ..model import SEVERITIES
 from .expr import PARAM_PREFIX, Expression, ExprError, compile_expression, parse_duration
@@ -118,17 +119,13 @@ def _read_rule_file(path: str) -> _RuleFile:
             text = handle.read()
     except (OSError, UnicodeDecodeError) as exc:
         raise RuleError("{}: cannot read rule file: {}".format(path, exc)) from None
-    loader = yaml.SafeLoader(text)
     try:
-        root = loader.get_single_node()
-        return _interpret(path, root, loader)
+        return yamlparse.parse(text, lambda loader: _interpret(path, loader.get_single_node(), loader))
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         line = mark.line + 1 if mark is not None else 1
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise _fail(path, line, "bad YAML: {}".format(problem)) from None
-    finally:
-        loader.dispose()
 
 
 def _interpret(path: str, root: Optional[yaml.Node], loader: yaml.SafeLoader) -> _RuleFile:
@@ -219,6 +216,13 @@ def _builtin_file() -> _RuleFile:
 def default_params() -> Dict[str, float]:
     """The built-in parameter defaults (the names the config's `thresholds:` may set)."""
     return {name: value.value for name, value in _builtin_file().params.items()}
+
+
+def threshold_problems(config: Any) -> List[Tuple[str, str]]:
+    """The rule loader's check of the config's `thresholds:`: every name is a built-in parameter."""
+    known = default_params()
+    return [("thresholds." + name, "unknown threshold (known: {})".format(", ".join(sorted(known))))
+            for name in config.thresholds if name not in known]
 
 
 def load_rules(user_files: Sequence[str] = (), params: Optional[Dict[str, float]] = None,

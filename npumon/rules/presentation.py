@@ -8,6 +8,10 @@ Pure functions. Two rule keys shape it (see loader.py):
 * `group: host`: a chip rule whose cause is host-wide (the host CPU starving every chip) is reported once,
   as one host finding that lists the chips it affects, instead of once per chip.
 
+And one recommendation per chip: of a chip's findings with a repair action, the strongest (then the most severe)
+leads; its recommendation ends every one of them, and the others carry its repair action and name it, so no
+two findings of a chip tell the operator different things to do (their own texts stay as context).
+
 The engine keeps judging every (rule, subject) on its own; only what it reports is shaped here, so a chip
 whose inhibitor clears reports its own finding again at once.
 """
@@ -15,6 +19,7 @@ whose inhibitor clears reports its own finding again at once.
 import dataclasses
 from typing import Dict, Iterable, List, Mapping, Sequence, Tuple
 
+from ..faults import levels
 from ..model import Finding
 from .facts import HOST_SUBJECT
 
@@ -41,7 +46,46 @@ def reported_findings(raw: Mapping[Key, Finding], inhibits: Mapping[str, Sequenc
             reported[key] = finding
     for rule, findings in members.items():
         reported[(rule, HOST_SUBJECT)] = host_wide_finding(findings)
-    return reported
+    return one_recommendation_per_chip(reported)
+
+
+SEVERITY_RANK = {"info": 0, "warning": 1, "critical": 2}
+
+
+def one_recommendation_per_chip(reported: Dict[Key, Finding]) -> Dict[Key, Finding]:
+    """Every chip finding with a repair action ends with the chip's one recommendation, its strongest."""
+    by_chip: Dict[str, List[Key]] = {}
+    for key, finding in reported.items():
+        if finding.subject != HOST_SUBJECT and levels.repair_rank(finding.repair_action) >= 0:
+            by_chip.setdefault(finding.subject, []).append(key)
+    result = dict(reported)
+    for subject, keys in by_chip.items():
+        lead = max((reported[key] for key in keys), key=lambda finding: (
+            levels.repair_rank(finding.repair_action), SEVERITY_RANK.get(finding.severity, -1), finding.rule))
+        advice = recommendation(lead)
+        for key in keys:
+            finding = reported[key]
+            if finding is lead:
+                result[key] = dataclasses.replace(finding, hint=_join(finding.hint, "Recommended: " + advice))
+            else:
+                result[key] = dataclasses.replace(finding, repair_action=lead.repair_action, hint=_join(
+                    finding.hint, "Recommended for this chip (see {}): {}".format(lead.rule, advice)))
+    return result
+
+
+def recommendation(finding: Finding) -> str:
+    """The lead finding's advice: its code level's own words where the level calls for the same repair (they say
+    it more precisely), else the repair action's."""
+    text = None
+    if finding.level and levels.repair_action(finding.level) == finding.repair_action:
+        text = levels.level_action(finding.level)
+    text = text or levels.repair_text(finding.repair_action) or finding.repair_action
+    npu, chip = chip_order(finding.subject)[:2]
+    return text.replace("{npu}", str(npu)).replace("{chip}", str(chip))
+
+
+def _join(hint: str, sentence: str) -> str:
+    return "{} {}".format(hint.rstrip(), sentence) if hint.strip() else sentence
 
 
 def host_wide_finding(findings: Sequence[Finding]) -> Finding:

@@ -1,2 +1,2 @@
 """What the daemon runs besides polling: events/ (SQLite history), notify/ (alert delivery), control/ (fans and power);
-sections.py declares their config sections."""
+context.py is what each of them is built from (never the daemon itself); sections.py declares their config sections."""

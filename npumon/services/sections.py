@@ -1,7 +1,8 @@
-"""The config sections of the daemon's services (event history, notifications, fans and power)."""
+"""The config sections of the daemon's services (event history, notifications, fans and power, cluster hand-off)."""
 
-from ..sources.base import Section
+from ..config.schema import Section
 from .control.settings import ControlConfig, control_config_problems
+from .handoff.config import HandoffConfig, handoff_config_problems
 from .events.store import EventsConfig, events_config_problems
 from .notify.config import NotifyConfig, notify_config_problems
 
@@ -10,4 +11,5 @@ SECTIONS = (
     Section("notify", NotifyConfig, lambda section, config: notify_config_problems(section)),
     Section("control", ControlConfig,
             lambda section, config: control_config_problems(section, config.poll.table_seconds)),
+    Section("handoff", HandoffConfig, lambda section, config: handoff_config_problems(section)),
 )

@@ -15,9 +15,13 @@ _API = {
     "describe_scenarios": "simulation",
     "describe_products": "simulation",
     "serving_queue_depth": "simulation",
+    "serving_engine": "simulation",
+    "serving_metrics": "simulation",
     "set_scenario": "simulation",
     "set_latency_scale": "simulation",
     "ScenarioError": "scenario",
+    "simulated_target": "target",
+    "simulation_config": "target",
 }
 __all__ = sorted(_API)
 

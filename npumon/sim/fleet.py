@@ -23,6 +23,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -37,6 +38,7 @@ SHIPPED_SCRAPE_CONFIG = os.path.join(REPO_DIR, "exporters", "prometheus.yml")
 SHIPPED_ALERT_RULES = os.path.join(REPO_DIR, "alerts", "npumon.rules.yml")
 SCRAPE_JOB = "npumon"
 STOP_GRACE_SECONDS = 10.0
+START_WAIT_SECONDS = 60.0  # a host that neither listens nor exits by then is left to the log lines
 
 # Fast enough that every dashboard panel has data within a minute, slow enough that five simulated hosts
 # (each npu-smi call is a Python process) leave a 2-core machine room to breathe.
@@ -59,9 +61,9 @@ DEFAULT_FLEET = (
     SimHost("sim-a3-overheat", "overheat", "atlas-a3", description="16 dies, one at 85 C and rising"),
     SimHost("sim-duo-alarm", "health-alarm", "atlas-300i-duo", description="300I Duo cards, one chip in Alarm"),
     SimHost("sim-a2-ecc", "ecc-rising", "atlas-800i-a2", description="single-bit ECC rising, one double-bit"),
-    SimHost("sim-200i-control", "healthy", "atlas-200i-a2",
+    SimHost("sim-200i-control", "healthy-triton", "atlas-200i-a2",
             config={"control": {"enabled": True, "dry_run": True}},
-            description="310B board, fan control in dry-run"),
+            description="310B board serving with Triton, fan control in dry-run"),
     SimHost("sim-a2-offline", "healthy", "atlas-800i-a2", running=False, description="no daemon: a host that is down"),
 )
 
@@ -148,7 +150,7 @@ class Fleet:
                  prometheus: Optional[str] = None, prometheus_port: Optional[int] = None,
                  rule_files: Sequence[str] = (), scrape_interval: str = "5s", evaluation_interval: str = "5s",
                  poll: Optional[Dict[str, float]] = None, shipped_config: Optional[str] = SHIPPED_SCRAPE_CONFIG,
-                 network: Optional[Dict[str, float]] = None):
+                 network: Optional[Dict[str, float]] = None, time_scale: float = 1.0):
         self.directory = os.path.abspath(directory)
         self.hosts = list(hosts)
         self.base_port = base_port
@@ -160,6 +162,7 @@ class Fleet:
         self.poll = dict(FAST_POLL if poll is None else poll)
         self.network = dict(FAST_NETWORK if network is None else network)
         self.shipped_config = shipped_config
+        self.time_scale = time_scale  # simulated seconds per wall second on every host
         self._processes: Dict[str, subprocess.Popen] = {}
 
     # -- paths and addresses -------------------------------------------------------------------------
@@ -169,6 +172,17 @@ class Fleet:
 
     def metrics_url(self, host: SimHost) -> str:
         return "http://{}/metrics".format(self.address(host))
+
+    def host_dir(self, host: SimHost) -> str:
+        return os.path.join(self.directory, host.name)
+
+    def sim_dir(self, host: SimHost) -> str:
+        """The host's simulation state (simulation.set_scenario switches it)."""
+        return os.path.join(self.directory, host.name, "sim")
+
+    def state_dir(self, host: SimHost) -> str:
+        """The host's npumon state: its event history."""
+        return os.path.join(self.directory, host.name, "state")
 
     def log_path(self, name: str) -> str:
         return os.path.join(self.directory, name, "log.txt")
@@ -203,18 +217,20 @@ class Fleet:
             raise
 
     def _start_host(self, host: SimHost) -> None:
-        host_dir = os.path.join(self.directory, host.name)
+        host_dir = self.host_dir(host)
         os.makedirs(host_dir, exist_ok=True)
         config_path = os.path.join(host_dir, "npumon.yaml")
-        _write_yaml(config_path, host_config(host, os.path.join(host_dir, "state"), self.poll, self.network))
+        _write_yaml(config_path, host_config(host, self.state_dir(host), self.poll, self.network))
         argv = [sys.executable, "-m", "npumon.cli.main", "run", "--config", config_path,
                 "--simulate=" + host.scenario, "--sim-product", host.product,
-                "--sim-state", os.path.join(host_dir, "sim"), "--listen", self.address(host)]
+                "--sim-state", self.sim_dir(host), "--listen", self.address(host)]
+        if self.time_scale != 1.0:
+            argv += ["--sim-time-scale", repr(self.time_scale)]
         from .simulation import IN_PROCESS_ENV  # here: `npumon fleet` imports this module, not the simulator
 
         # The simulator answers inside the host's own process: a Python start per npu-smi call, times N
         # hosts, would be most of the machine.
-        self._spawn(host.name, argv, env=dict(os.environ, **{IN_PROCESS_ENV: "1"}))
+        self._spawn(host.name, argv, env=host_environment(os.environ, {IN_PROCESS_ENV: "1"}), cwd=host_dir)
 
     def _start_prometheus(self) -> None:
         prometheus_dir = os.path.join(self.directory, "prometheus")
@@ -230,19 +246,32 @@ class Fleet:
             "--web.listen-address=127.0.0.1:{}".format(self.prometheus_port),
         ])
 
-    def _spawn(self, name: str, argv: List[str], env: Optional[Dict[str, str]] = None) -> None:
+    def _spawn(self, name: str, argv: List[str], env: Optional[Dict[str, str]] = None,
+               cwd: Optional[str] = None) -> None:
         os.makedirs(os.path.dirname(self.log_path(name)), exist_ok=True)
         with open(self.log_path(name), "ab") as log:
             try:
                 # Its own session: stop() kills the whole group, npu-smi-sim children included.
                 self._processes[name] = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, env=env,
-                                                         stderr=subprocess.STDOUT, start_new_session=True)
+                                                         stderr=subprocess.STDOUT, start_new_session=True, cwd=cwd)
             except OSError as exc:
                 raise FleetError("cannot start {}: {}".format(argv[0], exc.strerror or exc)) from None
 
     def pids(self) -> Dict[str, int]:
         """name -> process id of every process started and still running."""
         return {name: process.pid for name, process in self._processes.items() if process.poll() is None}
+
+    def wait_started(self, timeout: float = START_WAIT_SECONDS) -> List[str]:
+        """Wait until every started host listens or has exited (at most `timeout` seconds); the names of those
+        that exited."""
+        deadline = time.monotonic() + timeout
+        waiting = [host for host in self.hosts if host.running and host.name in self._processes]
+        while waiting and time.monotonic() < deadline:
+            waiting = [host for host in waiting
+                       if self._processes[host.name].poll() is None and not _listening(self.address(host))]
+            if waiting:
+                time.sleep(0.2)
+        return sorted(name for name in self.exited() if name != "prometheus")
 
     def exited(self) -> Dict[str, int]:
         """name -> exit code of every process that has stopped by itself."""
@@ -271,6 +300,29 @@ class Fleet:
             return ""
 
 
+def _listening(address: str) -> bool:
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+# The folder this npumon was imported from: a host's `python -m npumon...` must import the same one.
+IMPORT_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def host_environment(environ: Dict[str, str], extra: Dict[str, str]) -> Dict[str, str]:
+    """A simulated host's environment: `environ` plus `extra`, with this npumon's folder first on PYTHONPATH.
+    `python -m` puts its working directory first on sys.path, and from the parent folder of a clone named
+    `npumon` that folder (no __init__.py: a namespace package) hid an npumon installed with `pip install -e`:
+    every host died with an ImportError. The hosts also run in their own folders, never in the caller's."""
+    paths = [IMPORT_ROOT] + [path for path in environ.get("PYTHONPATH", "").split(os.pathsep)
+                             if path and path != IMPORT_ROOT]
+    return dict(environ, PYTHONPATH=os.pathsep.join(paths), **extra)
+
+
 def _signal_group(process: subprocess.Popen, signum: int) -> None:
     try:
         os.killpg(process.pid, signum)
@@ -284,29 +336,6 @@ def _write_yaml(path: str, document: Dict[str, Any]) -> None:
 
 
 # --------------------------------------------------------------------------------------------- command
-
-def add_fleet_sim_command(commands) -> None:
-    sim = commands.add_parser(
-        "fleet-sim", help="start a simulated fleet (several hosts and a Prometheus) on this machine",
-        description="Start simulated npumon hosts with different scenarios, each on its own port of 127.0.0.1, "
-                    "and, if Prometheus is installed, a Prometheus scraping them with the shipped scrape config "
-                    "and alert rules. Runs until Ctrl-C.")
-    sim.add_argument("--dir", metavar="DIR", help="where configs, state and logs go (default: a new temporary "
-                                                   "directory, removed at exit)")
-    sim.add_argument("--hosts", type=int, metavar="N",
-                     help="N running simulated hosts, the default fleet's kinds in turn (default: the five kinds "
-                          "plus one host that is down)")
-    sim.add_argument("--base-port", type=int, default=19100, metavar="PORT",
-                     help="Prometheus listens on 127.0.0.1:PORT, host K on 127.0.0.1:PORT+K (default 19100)")
-    sim.add_argument("--prometheus", metavar="PATH",
-                     help="the prometheus executable (default: `prometheus` on PATH; none found: no Prometheus)")
-    sim.add_argument("--no-prometheus", action="store_true", help="start only the simulated hosts")
-    sim.add_argument("--rules", metavar="FILE", action="append",
-                     help="Prometheus alert rule file (repeatable; default: alerts/npumon.rules.yml of this clone)")
-    sim.add_argument("--scrape-interval", default="5s", metavar="DURATION",
-                     help="Prometheus scrape and rule evaluation interval (default 5s)")
-    sim.set_defaults(func=cmd_fleet_sim)
-
 
 def cmd_fleet_sim(args) -> int:
     if args.hosts is not None and not 1 <= args.hosts <= MAX_HOSTS:
@@ -327,6 +356,8 @@ def cmd_fleet_sim(args) -> int:
         if not os.path.isfile(path):
             print("npumon: --rules: no such file: {}".format(path), file=sys.stderr)
             return 2
+    if args.campaign:
+        return _run_campaign(args, prometheus, rules)
     directory = args.dir or tempfile.mkdtemp(prefix="npumon-fleet-")
     # Many hosts poll at npumon's default intervals (the fleet's cost is then a real fleet's); the five of the
     # default fleet poll faster, so that every dashboard panel has data within a minute.
@@ -338,6 +369,11 @@ def cmd_fleet_sim(args) -> int:
     signal.signal(signal.SIGTERM, lambda *_: stop.append(True))
     try:
         fleet.start()
+        dead = fleet.wait_started()
+        running = [host for host in fleet.hosts if host.running]
+        if running and len(dead) == len(running):  # nothing to try `npumon fleet` on
+            raise FleetError("every simulated host exited at start; {}'s log ends:\n{}".format(
+                dead[0], fleet.log_tail(dead[0])))
         print(_banner(fleet, prometheus, rules), flush=True)
         reported = set()
         while not stop:
@@ -356,6 +392,74 @@ def cmd_fleet_sim(args) -> int:
         fleet.stop()
         if not args.dir:
             shutil.rmtree(directory, ignore_errors=True)
+    return 0
+
+
+CAMPAIGN_WARMUP_SECONDS = 45.0  # every host's first polls (the slowest campaign tier runs every 30 s) before any fault
+
+
+def _run_campaign(args, prometheus: Optional[str], rules: Sequence[str]) -> int:
+    """`fleet-sim --campaign FILE`: healthy hosts, the campaign played on them, the score. The directory is kept
+    (the ground truth, the events and the score are the point of the run)."""
+    # here, not at the top: `npumon fleet` imports this module, and the campaign brings in the rules and events
+    from .campaign import (CampaignError, CampaignPlayer, HOST_CONFIG, PRODUCT, host_events, host_extras, host_name,
+                           load_campaign, read_truth)
+    from .campaign_receiver import NotificationReceiver
+    from .campaign_score import render_markdown, score
+    from .simulation import set_scenario
+
+    try:
+        campaign = load_campaign(args.campaign)
+    except CampaignError as exc:
+        print("npumon: --campaign: {}".format(exc), file=sys.stderr)
+        return 2
+    count = args.hosts or campaign["hosts"]
+    if count < campaign["hosts"]:
+        print("npumon: --hosts: the campaign names hosts up to {}".format(campaign["hosts"]), file=sys.stderr)
+        return 2
+    directory = os.path.abspath(args.dir or tempfile.mkdtemp(prefix="npumon-campaign-"))
+    names = [host_name(index + 1, count) for index in range(count)]
+    scenarios = os.path.join(directory, "scenarios")
+    receiver = NotificationReceiver()  # the hosts' on-call: when each alert arrived
+    hosts = [SimHost(name, os.path.join(scenarios, name + ".yaml"), PRODUCT,
+                     config=host_extras(name, receiver.url_for(name))) for name in names]
+    fleet = Fleet(directory, hosts=hosts, base_port=args.base_port, prometheus=prometheus, rule_files=rules,
+                  scrape_interval=args.scrape_interval, evaluation_interval=args.scrape_interval,
+                  poll=HOST_CONFIG["poll"], network=HOST_CONFIG["network"], time_scale=campaign["time_scale"])
+    player = CampaignPlayer(campaign, names, scenarios, sim_dir=lambda index: fleet.sim_dir(hosts[index - 1]),
+                            switch=lambda index, path: set_scenario(fleet.sim_dir(hosts[index - 1]), path),
+                            truth_path=os.path.join(directory, "truth.jsonl"))
+    player.write_healthy()  # the hosts start on their own scenario files
+    try:
+        receiver.start()
+        fleet.start()
+        dead = fleet.wait_started()
+        if dead:
+            raise FleetError("{} exited at start; its log ends:\n{}".format(dead[0], fleet.log_tail(dead[0])))
+        print("campaign {}: {} injections on {} hosts in {}".format(
+            args.campaign, len(campaign["injections"]), count, directory), flush=True)
+        time.sleep(CAMPAIGN_WARMUP_SECONDS)
+        started = time.time()
+        player.play()
+    except FleetError as exc:
+        print("npumon: " + str(exc), file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        fleet.stop()
+        receiver.stop()
+    # what the hosts recorded and notified from the campaign's start on (their start-up is not part of it)
+    events = [event for host in hosts for event in host_events(host.name, fleet.state_dir(host))
+              if event["time"] >= started] + [event for event in receiver.events() if event["time"] >= started]
+    with open(os.path.join(directory, "events.jsonl"), "w", encoding="utf-8") as handle:
+        handle.writelines(json.dumps(event, sort_keys=True) + "\n" for event in events)
+    _, truth = read_truth(os.path.join(directory, "truth.jsonl"))
+    report = score(truth, events, names)
+    with open(os.path.join(directory, "score.json"), "w", encoding="utf-8") as handle:
+        json.dump(report, handle, indent=1, sort_keys=True)
+    print(render_markdown(report))
+    print("ground truth, events and score in {}".format(directory))
     return 0
 
 

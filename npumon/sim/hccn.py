@@ -194,10 +194,15 @@ STAT_KEYS = (
        "nic_tx_all_oct_num", "nic_rx_all_pkg_num", "nic_rx_all_oct_num"])
 
 
+DEFAULT_ROCE_PACKETS_PER_SECOND = 50000
+
+
 def stat_counters(phy: int, net: Dict, t: float) -> Dict[str, int]:
     """Counters since boot (a day before the scenario started), growing with scenario time."""
     uptime = BOOT_UPTIME_SECONDS + t
-    packets = int(uptime * 50000) + 1000 * phy
+    # RoCE traffic since boot at the default rate, then at the scenario's (0: a job whose collectives stopped)
+    rate = max(0.0, float(net["roce_packets_per_second"]))
+    packets = int(BOOT_UPTIME_SECONDS * DEFAULT_ROCE_PACKETS_PER_SECOND + rate * t) + 1000 * phy
     errors = int(math.floor(max(0.0, float(net["roce_errors_per_minute"])) * t / 60.0))
     pauses = int(math.floor(max(0.0, float(net["pause_frames_per_second"])) * t))
     counters = dict.fromkeys(STAT_KEYS, 0)

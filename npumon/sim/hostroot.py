@@ -15,9 +15,10 @@ import fcntl
 import json
 import os
 import re
+import shutil
 import tempfile
 from dataclasses import dataclass, field
-from typing import Iterator, List, Optional
+from typing import Dict, Iterator, List, Optional
 
 from ..sources.host.reader import MANAGEMENT_DEVICE_FILES, PCI_LINK_FILES
 
@@ -298,3 +299,15 @@ def _render_proc_stat(jiffies: List[List[float]]) -> str:
     lines.extend("cpu{} {} 0 0 {} 0 0 0 0 0 0".format(cpu, busy, idle) for cpu, (busy, idle) in enumerate(per_cpu))
     lines.extend(("ctxt 0", "btime 1700000000", "processes 1", "procs_running 1", "procs_blocked 0"))
     return "\n".join(lines) + "\n"
+
+
+def write_process_environments(root: str, environments: Dict[int, Dict[str, str]]) -> None:
+    """<root>/proc/<pid>/environ for each process, NUL-separated NAME=value as the kernel shows it; the process
+    directories of an earlier scenario's processes are removed."""
+    proc = os.path.join(root, "proc")
+    for name in os.listdir(proc) if os.path.isdir(proc) else ():
+        if name.isdigit() and int(name) not in environments:
+            shutil.rmtree(os.path.join(proc, name), ignore_errors=True)
+    for pid, variables in environments.items():
+        _write_text(os.path.join(root, "proc", str(pid), "environ"),
+                    "".join("{}={}\0".format(name, value) for name, value in sorted(variables.items())))

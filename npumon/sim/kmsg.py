@@ -29,6 +29,7 @@ BOOT_SECONDS = 3600.0  # the fake host has been up an hour at scenario time 0 (a
 MAX_LINES = 1000000  # per entry
 KEYS = ("line", "devices", "at", "count", "every", "code")
 # name -> (syslog level, message); {device} is the driver's device id, {n} the line's number, {code} a fault code
+# ({code_lower} in lower case)
 LINES = {
     # hb_read.c:194-213 (current drivers) and heart_beat_judge (older ones, FaultDiag test data)
     "heartbeat_lost": (5, "[ascend] [ERROR] [drv_soft_fault] [hb_read_one_device_count 203] <kworker/3:1:1234,1234> "
@@ -51,11 +52,20 @@ LINES = {
                      "Hot reset is being performed on some devices. (dev_id={device})"),
     "device_not_ready": (5, "[ascend] [ERROR] [devdrv] [devdrv_manager_get_devinfo 1528] <npu-smi:4244:4244> "
                             "Device is not ready. (dev_id={device}; dev_ready=0; info_dev_id={device})"),
+    # the older order of the error prefix, "[drv_soft_fault] [ERROR]" (FaultDiag's heartbeat rule allows both)
+    "heartbeat_lost_module_first": (5, "[ascend] [drv_soft_fault] [ERROR] [heart_beat_judge 318] <kworker/2:0H:4410> "
+                                       "Heartbeat lost! (device={device}; old_count=52; new_count=52; "
+                                       "lost_count={n}; total_lost_count={n}; total_10s_count=0; "
+                                       "total_15s_count 0)."),
+    # tsdrv tsdrv_hb_cq_callback, the line the CANN troubleshooting docs quote; {code_lower}: its exception code
+    "ts_exception": (5, "[ascend] [ERROR] [tsdrv] [tsdrv_hb_cq_callback 332] <kworker/0:0:20353> receive ts "
+                        "exception msg, call excep_code=0x{code_lower}, time=1722249204.850014098s, "
+                        "devid={device} tsid=0"),
     # the device event log's form (FaultDiag test data device-os_*.log); the code names the fault
     "fault_event": (5, "[EVENT] TDT(4717,tsdaemon):2023-10-31-16:41:39.406.087 [tsdaemon.cpp:1811] "
                        "[RunSpecialProcess][tid:4717] [TsdEVENT] Event id=0x{code}."),
 }
-NEEDS_CODE = ("fault_event",)
+NEEDS_CODE = ("fault_event", "ts_exception")
 
 
 def check_entries(checker: Any, where: Any) -> List[Dict[str, Any]]:
@@ -81,7 +91,8 @@ def check_entries(checker: Any, where: Any) -> List[Dict[str, Any]]:
         if entry["count"] > MAX_LINES:
             checker.fail(values["count"], key + ".count", "at most {} lines an entry".format(MAX_LINES))
         if (line in NEEDS_CODE) != ("code" in values):
-            checker.fail(item, key + ".code", "a fault_event line needs a code, and only it takes one")
+            checker.fail(item, key + ".code", "{} lines need a code, and only they take one".format(
+                " and ".join(NEEDS_CODE)))
         if "code" in values:
             code = values["code"]
             if not isinstance(code.value, str) or len(code.value) != 8 or \
@@ -125,7 +136,8 @@ def write_due(state_dir: str, now: float) -> int:
             for number in range(done, wanted):
                 at = entry["at"] + number * entry["every"]
                 for device in entry["devices"]:
-                    message = text.format(device=device, n=number + 1, code=entry.get("code", ""))
+                    message = text.format(device=device, n=number + 1, code=entry.get("code", ""),
+                                          code_lower=entry.get("code", "").lower())
                     records.append("{},{},{},-;{}\n".format(level, progress["seq"], int((BOOT_SECONDS + at) * 1e6),
                                                              message))
                     progress["seq"] += 1

@@ -31,7 +31,8 @@ from .products import BOARD_WIDE_KNOBS, PWM_MODE, QUERYABLE_KNOBS, Product, get_
 from .render_query import render_query
 from .render_table import Chip, render_info, render_list, render_mapping
 from .state import STATE_ENV, SimStateError, cpu_clock, read_state, scenario_time
-from .values import chip_present_at, chip_values_at, host_cpu_busy_at
+from .diag_load import LOAD_POWER_WATTS, LOAD_TEMPERATURE_RISE, THROTTLED_TEMPERATURE, loads_now
+from .values import ChipValues, chip_present_at, chip_values_at, host_cpu_busy_at
 
 USAGE = "Usage: npu-smi info <watch|proc|-h|-m|-l|-t type> [Options...]"
 NOT_FOUND = "Command or option is not found."
@@ -101,7 +102,8 @@ class Call:
 
                 write_dcmi_state(self.state_dir)
         else:
-            text, status = respond(args, sim_host(state, t, _knobs_of(product, self.state_dir)))
+            text, status = respond(args, sim_host(state, t, _knobs_of(product, self.state_dir),
+                                                  loads_now(self.state_dir, time.time())))
         scenario = state["scenario"]
         if scenario["behaviour"] == "garbage":
             text = garble(args, text, scenario["garbage"])
@@ -151,8 +153,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     return status
 
 
-def sim_host(state: Dict, t: float, knobs: Optional[Dict] = None) -> SimHost:
-    """The host at scenario time t; with `knobs`, the chips of a product with a fan feel its duty."""
+def sim_host(state: Dict, t: float, knobs: Optional[Dict] = None, loads: Optional[Dict[int, float]] = None) -> SimHost:
+    """The host at scenario time t; with `knobs`, the chips of a product with a fan feel its duty; `loads`
+    (device -> AI Core clock ratio) the chips a diag load runs on now (diag_load.py)."""
     product = get_product(state["product"])
     chips_spec = state["scenario"]["chips"]
     chips = [(slot, chip_values_at(chips_spec, slot.device_id, t, slot.memory_total_mb, product.aicore_rated_mhz,
@@ -164,10 +167,21 @@ def sim_host(state: Dict, t: float, knobs: Optional[Dict] = None) -> SimHost:
         offset = cooling_offset(knobs, t)
         chips = [(slot, dataclasses.replace(
             values, temperature_celsius=int(round(values.temperature_celsius + offset)))) for slot, values in chips]
+    if loads:
+        chips = [(slot, _loaded(values, loads[slot.device_id]) if slot.device_id in loads else values)
+                 for slot, values in chips]
     host = state["host"]
     return SimHost(product=product, chips=chips, driver_version=host["driver_version"],
                    firmware_version=host["firmware_version"],
                    refuse_queries=state["scenario"]["behaviour"] == "unsupported", knobs=knobs)
+
+
+def _loaded(values: ChipValues, clock_ratio: float) -> ChipValues:
+    """A chip's values while MatMuls keep its AI Cores busy; at a clock ratio below 1 it throttles, hot."""
+    temperature = THROTTLED_TEMPERATURE if clock_ratio < 1 else values.temperature_celsius + LOAD_TEMPERATURE_RISE
+    return dataclasses.replace(values, aicore_percent=100, aicube_percent=100, power_watts=LOAD_POWER_WATTS,
+                               temperature_celsius=temperature,
+                               aicore_freq_mhz=int(round(values.aicore_freq_mhz * clock_ratio)))
 
 
 # -- answering -------------------------------------------------------------------------------------------
@@ -205,7 +219,7 @@ def _parse_options(words: List[str]) -> Optional[Dict[str, Optional[str]]]:
         if word in ("-l", "-m"):
             options[word] = None
             index += 1
-        elif word in ("-t", "-i", "-c") and index + 1 < len(words):
+        elif word in ("-t", "-i", "-c", "-time") and index + 1 < len(words):
             options[word] = words[index + 1]
             index += 2
         else:
@@ -238,6 +252,8 @@ def _query(options: Dict[str, Optional[str]], sim: SimHost) -> Tuple[str, int]:
     card_chips = [(slot, values) for slot, values in sim.chips if slot.npu == npu]
     if not card_chips:  # every chip of the card dropped out (the card-drop scenario)
         return "Invalid card id.\nError parameter of -i\n{}\n".format(USAGE), EXIT_INVALID_PARAMETER
+    if query == "hccs-bw" and query in product.queries and not 1 <= (_integer(options.get("-time")) or 0) <= 1000:
+        return "This command must input profiling_time(1-1000, ms).\n", 0  # real npu-smi's words (reference 1.3)
     text = render_query(product, query, npu, chip, card_chips, sim.driver_version, sim.firmware_version)
     # real npu-smi exits 0 after refusing a query the hardware does not support
     return (unsupported, 0) if text is None else (text, 0)

@@ -20,7 +20,11 @@ FAMILY_950 = "950"  # Ascend 950 (Atlas 350 cards): npu-smi's second layout, one
 # npu-smi knows gets "This device does not support querying <type>."
 SIMULATED_QUERIES = ("usages", "common", "power", "temp", "ecc", "health", "board", "memory", "volt")
 # and the two the 950 documents on top (its help lists no others the simulator knows)
-QUERIES_950_ONLY = ("sensors", "current-fault-event")
+QUERIES_950_ONLY = ("sensors", "current-fault-event", "sio-info")
+# The interconnect types (sim/links.py): HCCS on 910B and A3, SIO (die to die) on the A3 (and the 950, below); the
+# 300I Duo answers `-t hccs` with its one index's counters only (no -t hccs-bw)
+HCCS_QUERIES = ("hccs", "hccs-bw")
+SIO_QUERY = "sio-info"
 # `npu-smi set` knobs the simulator models (sim/knobs.py). A product lists those it has; the others get
 # "This device does not support setting <knob>."
 PWM_MODE, PWM_DUTY, NVE_LEVEL, CPU_FREQ_UP = "pwm-mode", "pwm-duty-ratio", "nve-level", "cpu-freq-up"
@@ -120,6 +124,8 @@ class Product:
 
 
 _SERVER_QUERIES = frozenset(SIMULATED_QUERIES)
+_A2_QUERIES = _SERVER_QUERIES | frozenset(HCCS_QUERIES)
+_A3_QUERIES = _A2_QUERIES | {SIO_QUERY}
 # The 910 family's MCU answers these; `-t usages`, `-t ecc`, `-t memory` and, per the 25.5.1 capture,
 # `-t power` print no MCU block.
 _910_MCU_QUERIES = frozenset(("common", "temp", "health"))
@@ -137,7 +143,7 @@ ATLAS_800I_A2 = Product(
     # the bus ids of the 8-NPU 910B3 capture (info_910b3_8npu_v23.0.7.txt)
     bus_ids=tuple("0000:{}:00.0".format(bus) for bus in ("C1", "C2", "81", "82", "01", "02", "41", "42")),
     mcu_chip=1,
-    queries=_SERVER_QUERIES,
+    queries=_A2_QUERIES,
     mcu_queries=_910_MCU_QUERIES,
     mcu_temperature_sensors=("LM75A_TE", "LM75B_TE"),
     is_server=True,
@@ -170,7 +176,7 @@ ATLAS_A3 = Product(
     bus_ids=tuple("0000:{}:00.0".format(bus) for bus in (
         "9D", "9F", "99", "9B", "95", "97", "91", "93", "8D", "8F", "89", "8B", "85", "87", "81", "83")),
     mcu_chip=2,
-    queries=_SERVER_QUERIES,
+    queries=_A3_QUERIES,
     mcu_queries=_910_MCU_QUERIES,
     mcu_temperature_sensors=("LM75A_TE", "LM75B_TE"),
     is_server=True,
@@ -202,7 +208,7 @@ ATLAS_300I_DUO = Product(
     bus_ids=("0000:01:00.0", "0000:01:00.0", "0000:82:00.0", "0000:82:00.0"),
     mcu_chip=2,
     # 310P NPU chips cannot report power on their own: npu-smi prints NA in the table and refuses `-t power`
-    queries=frozenset(SIMULATED_QUERIES) - {"power"},
+    queries=(frozenset(SIMULATED_QUERIES) - {"power"}) | {HCCS_QUERIES[0]},
     mcu_queries=frozenset(("common", "health")),
     mcu_temperature_sensors=(),
     is_server=False,

@@ -13,9 +13,18 @@ device comes back. What goes wrong comes from the scenario:
     acl_runtime: {init_error_code: 500004}     acl.init returns that code
     chips: ... probe: {fail: rt.memcpy, error_code: 507053}       that call returns the code on that device
     chips: ... probe: {hang: rt.synchronize_stream_with_timeout}  that call never returns
+    chips: ... probe: {crash: rt.memcpy}       that call kills the process (SIGSEGV), as a driver fault can
     chips: ... probe: {corrupt: rt.memcpy}     device-to-host copies come back with a flipped bit
     chips: ... probe: {corrupt: mdl.execute}   the model's output is off
     chips: ... probe: {device_status: abnormal}   query_device_status reports ABNORMAL
+    chips: ... probe: {aicore: hang}           an operator's kernel never finishes: execute_v2 returns 0 (it is
+                                               asynchronous), the next stream sync ends with 507014 at the op
+                                               timeout (set_op_execute_time_out) or 507046 at its own timeout,
+                                               whichever is first, while copies still work
+    chips: ... probe: {aicore: exception}      the kernel traps: the next stream sync returns 507015
+    chips: ... probe: {corrupt: op.execute_v2} one element of the operator's output is off by one
+    acl_runtime: {operators: false}            no operator library: the simulated ATC cannot build an operator and
+                                               execute_v2 finds none (100024)
     acl_runtime: {pyacl: older}                an older pyACL: no get_device_utilization_rate, get_device_info,
                                                get_version_str (the probe reports them "unsupported")
     acl_runtime: {device_count: 6}             the runtime sees that many devices (npu-smi still sees all)
@@ -30,11 +39,17 @@ device comes back. What goes wrong comes from the scenario:
 
 A simulated .om model is a small JSON file with one float32 input and one output = input x factor:
     {"npumon_simulated_model": "scale", "factor": 2.0, "elements": 16}
+A simulated single-op .om (what the simulated ATC, sim/atc.py, writes) names its operator, tensors and attributes:
+    {"npumon_simulated_op": "Add", "soc_version": "Ascend910B3", "inputs": [[3, [8, 16]], [3, [8, 16]]],
+     "outputs": [[3, [8, 16]]], "attrs": {}}
+Here only Add is simulated (elementwise, int32 wrapping, float32 or float16 per the descriptors' type); the diag's
+device (diag_acl.py) adds MatMul.
 """
 
 import itertools
 import json
 import os
+import signal
 import struct
 import time
 from types import SimpleNamespace
@@ -50,9 +65,13 @@ ACL_ERROR_REPEAT_INITIALIZE = 100002
 ACL_ERROR_INVALID_MODEL_ID = 100011
 ACL_ERROR_PARSE_MODEL = 100013
 ACL_ERROR_READ_MODEL_FAILURE = 100014
+ACL_ERROR_OP_NOT_FOUND = 100024
+ACL_ERROR_OP_LOAD_FAILED = 100025
 ACL_ERROR_RT_PARAM_INVALID = 107000
 ACL_ERROR_RT_INVALID_DEVICEID = 107001
 ACL_ERROR_RT_CONTEXT_NULL = 107002
+ACL_ERROR_RT_AICORE_TIMEOUT = 507014
+ACL_ERROR_RT_AICORE_EXCEPTION = 507015
 ACL_ERROR_RT_STREAM_SYNC_TIMEOUT = 507046
 
 MEMCPY_DIRECTIONS = {0: ("host", "host"), 1: ("device", "host"), 2: ("host", "device"), 3: ("device", "device")}
@@ -62,9 +81,11 @@ RT_DEVICE_STATUS = {"normal": 0, "abnormal": 1}
 FAULT_CALLS = ("rt.set_device", "rt.create_context", "rt.create_stream", "rt.query_device_status",
                "rt.get_mem_info", "rt.malloc", "rt.malloc_host", "rt.memcpy", "rt.synchronize_stream",
                "rt.synchronize_stream_with_timeout", "mdl.load_from_file", "mdl.execute", "rt.free",
-               "rt.free_host", "rt.destroy_stream", "rt.destroy_context", "rt.reset_device", "finalize")
-CORRUPTIBLE_CALLS = ("rt.memcpy", "mdl.execute")
-DEFAULT_ACL_RUNTIME = {"installed": True, "init_error_code": 0}
+               "rt.free_host", "rt.destroy_stream", "rt.destroy_context", "rt.reset_device", "finalize",
+               "op.set_model_dir", "op.execute_v2")
+CORRUPTIBLE_CALLS = ("rt.memcpy", "mdl.execute", "op.execute_v2")
+AICORE_FAULTS = ("hang", "exception")  # what an operator's kernel does on the AI Core
+DEFAULT_ACL_RUNTIME = {"installed": True, "init_error_code": 0, "operators": True}
 # acl_runtime keys that change what the runtime reports (None: the simulated host's own value)
 RUNTIME_VIEW_KEYS = ("pyacl", "device_count", "soc_name", "driver_version", "runtime_version", "memory_held_mb")
 PYACL_KINDS = ("newer", "older")
@@ -76,6 +97,11 @@ DEV_ATTRS = {1: "aicpu", 101: "aicore", 201: "vector"}
 DEVICE_CAPABILITIES = {0: "aicore", 1: "vector"}
 SIMULATED_CORES = {"aicpu": 6, "aicore": 20, "vector": 40}
 SIMULATED_MODEL_KEY = "npumon_simulated_model"
+SIMULATED_OP_KEY = "npumon_simulated_op"
+# struct letters of the tensor types the simulated Add handles (aclDataType: ACL_FLOAT 0, FLOAT16 1, INT32 3)
+OP_DTYPES = {0: "f", 1: "e", 3: "i"}
+OP_MODEL_LOAD_SECONDS = 0.004  # set_model_dir reading one small single-op .om
+OP_KERNEL_SECONDS = 0.0002  # a tiny kernel's launch and run, seen at the next stream sync
 
 
 class _Region:
@@ -98,11 +124,12 @@ class SimulatedAcl:
                  plan_of: Callable[[int], Dict[str, Any]], init_error_code: int = 0,
                  on_hang: Optional[Callable[[], None]] = None, older_pyacl: bool = False,
                  versions: Optional[Dict[str, str]] = None,
-                 utilization_of: Optional[Callable[[int], Dict[str, int]]] = None):
+                 utilization_of: Optional[Callable[[int], Dict[str, int]]] = None, operators: bool = True):
         """`memory_of(device)` -> (free, total) bytes; `plan_of(device)` -> the scenario's probe plan for the
         device; `on_hang()` is what a hanging call does (default: sleep forever). `older_pyacl`: leave out
         NEWER_CALLS; `versions`: package -> what get_version_str answers; `utilization_of(device)` -> percent
-        per engine ({"cube": 50, "vector": 35, "aicpu": 3, "memory": 88})."""
+        per engine ({"cube": 50, "vector": 35, "aicpu": 3, "memory": 88}); `operators`: False when no operator
+        library is installed (execute_v2 finds no operator)."""
         self.calls: List[str] = []
         self._older = older_pyacl
         self._versions = dict(versions or {})
@@ -124,9 +151,17 @@ class SimulatedAcl:
         self._descs: Dict[int, Optional[int]] = {}  # desc -> model id once get_desc filled it
         self._buffers: Dict[int, Tuple[int, int]] = {}  # data buffer -> (pointer, size)
         self._datasets: Dict[int, List[int]] = {}
+        self._operators = operators
+        self._tensor_descs: Dict[int, Tuple[int, Tuple[int, ...], int]] = {}  # desc -> (dtype, dims, format)
+        self._attrs: Dict[int, Dict[str, bool]] = {}  # op attribute -> the flags set on it
+        self._op_models: List[Dict[str, Any]] = []  # loaded by op.set_model_dir
+        self._stream_faults: Dict[int, str] = {}  # stream -> what its queued kernel does (AICORE_FAULTS)
+        self._stream_busy: set = set()  # streams with a kernel queued since their last sync
+        self._op_timeout_seconds: Optional[int] = None  # set_op_execute_time_out; None: the default (minutes)
         self.rt = self._namespace("rt_")
         self.mdl = self._namespace("mdl_")
         self.util = self._namespace("util_")
+        self.op = self._namespace("op_")
 
     def _namespace(self, prefix: str) -> SimpleNamespace:
         return SimpleNamespace(**{name[len(prefix):]: self._recorded(prefix[:-1] + "." + name[len(prefix):],
@@ -150,6 +185,7 @@ class SimulatedAcl:
         held += [region.kind + " memory" for region in self._regions.values() if region.kind != "bytes"]
         held += ["model"] * len(self._models) + ["model desc"] * len(self._descs)
         held += ["data buffer"] * len(self._buffers) + ["dataset"] * len(self._datasets)
+        held += ["tensor desc"] * len(self._tensor_descs) + ["op attr"] * len(self._attrs)
         if self._device is not None:
             held.append("device {} not reset".format(self._device))
         if self._initialized:
@@ -163,6 +199,8 @@ class SimulatedAcl:
         says so. `timeout_seconds`: how long a call that has a timeout waits before it gives up."""
         if self._plan.get("hang") == call:
             self._on_hang()
+        if self._plan.get("crash") == call:
+            os.kill(os.getpid(), signal.SIGSEGV)
         if self._plan.get("slow") == call:
             delay = self._plan["delay_seconds"]
             if timeout_seconds is not None and delay > timeout_seconds:
@@ -234,6 +272,105 @@ class SimulatedAcl:
         self.calls.append("destroy_data_buffer")
         if self._buffers.pop(buffer, None) is None:
             return ACL_ERROR_INVALID_PARAM
+        return ACL_SUCCESS
+
+    def create_tensor_desc(self, dtype: int, dims: List[int], fmt: int) -> int:
+        self.calls.append("create_tensor_desc")
+        handle = next(self._handles)
+        self._tensor_descs[handle] = (dtype, tuple(dims), fmt)
+        return handle
+
+    def destroy_tensor_desc(self, desc: int) -> None:
+        self.calls.append("destroy_tensor_desc")
+        self._tensor_descs.pop(desc, None)
+
+    def get_tensor_desc_size(self, desc: int) -> int:
+        self.calls.append("get_tensor_desc_size")
+        dtype, dims, _ = self._tensor_descs.get(desc, (3, (0,), 2))
+        count = 1
+        for size in dims:
+            count *= size
+        return count * struct.calcsize(OP_DTYPES.get(dtype, "i"))
+
+    # -- acl.op ------------------------------------------------------------------------------------------
+
+    def op_create_attr(self) -> int:
+        handle = next(self._handles)
+        self._attrs[handle] = {}
+        return handle
+
+    def op_destroy_attr(self, attr: int) -> None:
+        self._attrs.pop(attr, None)
+
+    def op_set_model_dir(self, model_dir: str) -> int:
+        """Load every single-op model in the directory and up to three levels below it, as the real one."""
+        if not self._initialized:
+            return ACL_ERROR_UNINITIALIZE
+        fault = self._fault("op.set_model_dir")
+        if fault:
+            return fault
+        if not isinstance(model_dir, str) or not os.path.isdir(model_dir):
+            return ACL_ERROR_INVALID_PARAM
+        root_depth = model_dir.rstrip(os.sep).count(os.sep)
+        for directory, subdirectories, files in os.walk(model_dir):
+            if directory.count(os.sep) - root_depth >= 3:
+                subdirectories[:] = []
+            for name in sorted(files):
+                if not name.endswith(".om"):
+                    continue
+                spec = _simulated_op(os.path.join(directory, name))
+                if spec is None:
+                    return ACL_ERROR_OP_LOAD_FAILED
+                time.sleep(OP_MODEL_LOAD_SECONDS)
+                self._op_models.append(spec)
+        return ACL_SUCCESS
+
+    def op_execute_v2(self, op_type: str, input_descs: List[int], inputs: List[int], output_descs: List[int],
+                      outputs: List[int], attr: int, stream: int) -> int:
+        """Asynchronous, as the real one: the kernel's outcome shows at the next stream sync."""
+        not_ready = self._not_ready()
+        if not_ready:
+            return not_ready
+        if stream not in self._streams or attr not in self._attrs:
+            return ACL_ERROR_INVALID_PARAM
+        descs = [self._tensor_descs.get(desc) for desc in list(input_descs) + list(output_descs)]
+        if None in descs or len(input_descs) != len(inputs) or len(output_descs) != len(outputs):
+            return ACL_ERROR_INVALID_PARAM
+        fault = self._fault("op.execute_v2")
+        if fault:
+            return fault
+        signature = [[dtype, list(dims)] for dtype, dims, _ in descs]
+        if not self._operators or not any(model["op"] == op_type and model["inputs"] + model["outputs"] == signature
+                                          for model in self._op_models):
+            return ACL_ERROR_OP_NOT_FOUND
+        if op_type != "Add" or len(inputs) != 2 or len(outputs) != 1:
+            return ACL_ERROR_OP_NOT_FOUND
+        dtype, dims, _ = descs[0]
+        fmt = OP_DTYPES.get(dtype)
+        count = 1
+        for size in dims:
+            count *= size
+        if fmt is None or any(desc[:2] != (dtype, dims) for desc in descs):
+            return ACL_ERROR_OP_NOT_FOUND
+        size = count * struct.calcsize(fmt)
+        regions = [self._regions.get(self._buffers.get(buffer, (None, 0))[0])
+                   for buffer in list(inputs) + list(outputs)]
+        if any(region is None or region.kind != "device" or len(region.data) < size for region in regions):
+            return ACL_ERROR_INVALID_PARAM
+        self._stream_busy.add(stream)
+        kernel = self._plan.get("aicore")
+        if kernel in AICORE_FAULTS:
+            self._stream_faults[stream] = kernel
+            return ACL_SUCCESS  # the kernel is queued; it never finishes or it traps
+        layout = "<{}{}".format(count, fmt)
+        first, second = (struct.unpack(layout, bytes(region.data[:size])) for region in regions[:2])
+        if fmt == "i":  # int32 wraps
+            values = [((a + b + 2 ** 31) % 2 ** 32) - 2 ** 31 for a, b in zip(first, second)]
+        else:
+            values = [a + b for a, b in zip(first, second)]
+        if self._plan.get("corrupt") == "op.execute_v2":
+            values[count // 3] += 1
+        regions[2].data[:size] = struct.pack(layout, *values)
         return ACL_SUCCESS
 
     # -- acl.rt ------------------------------------------------------------------------------------------
@@ -343,6 +480,15 @@ class SimulatedAcl:
         free, total = self._memory_of(self._device)
         return free, total, ACL_SUCCESS
 
+    def rt_set_op_execute_time_out(self, seconds: int) -> int:
+        """The AI Core timeout of this process's kernels; 0 = the maximum, as in newer CANN."""
+        if not self._initialized:
+            return ACL_ERROR_UNINITIALIZE
+        if not isinstance(seconds, int) or seconds < 0:
+            return ACL_ERROR_RT_PARAM_INVALID
+        self._op_timeout_seconds = seconds or None
+        return ACL_SUCCESS
+
     def rt_malloc(self, size: int, policy: int) -> Tuple[int, int]:
         return self._allocate("device", "rt.malloc", size, policy in (0, 1, 2))
 
@@ -415,6 +561,21 @@ class SimulatedAcl:
             return not_ready
         if stream not in self._streams:
             return ACL_ERROR_RT_PARAM_INVALID
+        kernel = self._stream_faults.pop(stream, None)
+        if kernel == "hang":  # the kernel never finishes: the op timeout or the sync's, whichever is first
+            if self._op_timeout_seconds is not None and (timeout_seconds is None
+                                                         or self._op_timeout_seconds < timeout_seconds):
+                time.sleep(self._op_timeout_seconds)
+                return ACL_ERROR_RT_AICORE_TIMEOUT
+            if timeout_seconds is None:
+                self._on_hang()
+            time.sleep(timeout_seconds)
+            return ACL_ERROR_RT_STREAM_SYNC_TIMEOUT
+        if stream in self._stream_busy:
+            self._stream_busy.discard(stream)
+            time.sleep(OP_KERNEL_SECONDS)
+        if kernel == "exception":
+            return ACL_ERROR_RT_AICORE_EXCEPTION
         return self._fault(call, timeout_seconds) or ACL_SUCCESS
 
     # -- acl.util ----------------------------------------------------------------------------------------
@@ -552,6 +713,25 @@ def _simulated_model(text: str) -> Optional[Dict[str, Any]]:
     return {"elements": elements, "factor": float(factor)}
 
 
+def _simulated_op(path: str) -> Optional[Dict[str, Any]]:
+    """The single-op model in the file, or None when it is not one the simulated ATC wrote."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            spec = json.loads(handle.read(65536))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+    if not isinstance(spec, dict) or not isinstance(spec.get(SIMULATED_OP_KEY), str):
+        return None
+    tensors = [spec.get("inputs"), spec.get("outputs")]
+    if not all(isinstance(group, list) and all(isinstance(tensor, list) and len(tensor) == 2 for tensor in group)
+               for group in tensors):
+        return None
+    attrs = spec.get("attrs", {})
+    if not isinstance(attrs, dict):
+        return None
+    return {"op": spec[SIMULATED_OP_KEY], "inputs": spec["inputs"], "outputs": spec["outputs"], "attrs": attrs}
+
+
 def _sleep_forever() -> None:
     while True:
         time.sleep(3600)
@@ -560,10 +740,12 @@ def _sleep_forever() -> None:
 # -- the `acl` module of a probe child -----------------------------------------------------------------
 
 
-def load_for_probe_child() -> SimulatedAcl:
+def load_for_probe_child(extend: Optional[Callable[..., Dict[str, Any]]] = None,
+                         factory: Callable[..., SimulatedAcl] = SimulatedAcl) -> SimulatedAcl:
     """The runtime for the probe child that imports the simulated `acl`: the simulation's state directory
     comes from the environment, as it does for the simulated npu-smi. Raises ImportError, as a real import
-    would, when the simulation is missing or the scenario has no runtime installed."""
+    would, when the simulation is missing or the scenario has no runtime installed. `factory` builds it with
+    the keyword arguments `extend(state, product, t)` adds (the diag's device, sim/diag_acl.py)."""
     from .products import get_product
     from .state import STATE_ENV, SimStateError, read_state, scenario_time
     from .values import chip_values_at, host_with_defaults, probe_plan_at
@@ -601,17 +783,23 @@ def load_for_probe_child() -> SimulatedAcl:
 
     versions = {"driver": runtime.get("driver_version") or host["driver_version"],
                 "runtime": runtime.get("runtime_version") or host["cann_version"]}
-    return SimulatedAcl(runtime.get("device_count") or len(slots),
+    extra = extend(state, product, t) if extend is not None else {}
+    return factory(runtime.get("device_count") or len(slots),
                         runtime.get("soc_name") or product.mapping_name.replace(" ", ""), memory_of,
                         lambda device: probe_plan_at(chips_spec, device, t), runtime["init_error_code"],
                         on_hang=lambda: _hang(state_dir), older_pyacl=runtime.get("pyacl") == "older",
-                        versions=versions, utilization_of=utilization_of)
+                        versions=versions, utilization_of=utilization_of, operators=runtime["operators"], **extra)
 
 
 def _hang(state_dir: str) -> None:
-    """Never return. A child sleeps too, so that only killing the whole process group leaves nothing behind."""
+    """Never return. A child sleeps too, so that only killing the whole process group leaves nothing behind. It
+    holds none of the probe's output pipes (a driver's helper would not): when the probe process itself ends (its
+    watchdog), the daemon sees the end at once and kills the group."""
     child = os.fork()
     if child == 0:
+        null = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(null, fd)
         _sleep_forever()
     with open(os.path.join(state_dir, ACL_HANG_PIDS_FILE), "a", encoding="utf-8") as handle:
         handle.write("{} {}\n".format(os.getpid(), child))

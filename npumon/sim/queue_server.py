@@ -1,9 +1,10 @@
-"""The simulated inference server's metrics endpoint: the scenario's serving queue depth, served the way
-vLLM serves it, so that the serving-queue source goes through the same HTTP and parsing code as on a real
-host.
+"""The simulated inference server's metrics endpoint: the scenario's serving queue depth and figures, served
+the way the engine it imitates serves them (vLLM by default; sim/serving.py), so that the serving-queue source
+goes through the same HTTP and parsing code as on a real host.
 
     with QueueServer(state_dir) as server:      # a simulation prepared in state_dir
         server.url                              # http://127.0.0.1:<ephemeral port>/metrics
+        server.engine                           # "vllm", "triton" or "mindie": the preset to read it with
 
 `npumon check/run --simulate` start one for the command's lifetime. It also runs on its own, next to a
 simulated host prepared elsewhere (the fleet demo):
@@ -19,22 +20,11 @@ import sys
 import threading
 from typing import Optional, Sequence
 
-from .simulation import serving_queue_depth
+from .simulation import serving_engine, serving_metrics
 from .state import SimStateError, read_state
 
 METRICS_PATH = "/metrics"
-METRIC = "vllm:num_requests_waiting"
-MODEL_NAME = "sim-model"
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
-
-
-def render_metrics(depth: float, model_name: str = MODEL_NAME) -> str:
-    """vLLM's exposition of its waiting-request gauge. The queue holds whole requests: the scenario's smooth
-    curve is rounded as a real server's count would be."""
-    return ("# HELP {metric} Number of requests waiting to be processed.\n"
-            "# TYPE {metric} gauge\n"
-            '{metric}{{model_name="{model}"}} {value:.1f}\n').format(metric=METRIC, model=model_name,
-                                                                     value=float(round(depth)))
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):
@@ -45,11 +35,11 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self._answer(404, "not found; metrics are at {}\n".format(METRICS_PATH))
             return
         try:
-            depth = serving_queue_depth(self.server.state_dir)
+            text = serving_metrics(self.server.state_dir)
         except SimStateError as exc:  # the simulation was removed under us: answer like a broken server
             self._answer(500, "{}\n".format(exc))
             return
-        self._answer(200, render_metrics(depth), CONTENT_TYPE)
+        self._answer(200, text, CONTENT_TYPE)
 
     def _answer(self, code: int, text: str, content_type: str = "text/plain; charset=utf-8") -> None:
         body = text.encode("utf-8")
@@ -75,6 +65,7 @@ class QueueServer:
     """The endpoint in a daemon thread; `stop()` (or leaving the `with` block) shuts it down."""
 
     def __init__(self, state_dir: str, host: str = "127.0.0.1", port: int = 0):
+        self.engine = serving_engine(state_dir)
         self._server = _Server((host, port), state_dir)
         self._thread: Optional[threading.Thread] = None
 
@@ -120,9 +111,9 @@ class QueueServer:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m npumon.sim.queue_server",
-                                     description="Serve a simulated host's serving queue depth in vLLM's "
-                                                 "metrics format until interrupted.")
+    parser = argparse.ArgumentParser(prog="python -m npumon.sim.queue_server", allow_abbrev=False,
+                                     description="Serve a simulated host's serving queue depth and figures "
+                                                 "in its engine's metrics format until interrupted.")
     parser.add_argument("--state", required=True, metavar="DIR",
                         help="state directory of a simulation (npumon.sim.prepare_simulation)")
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")

@@ -8,14 +8,14 @@ tests compare them line by line. Where no source shows a line (a process row, se
 format follows the nearest one that is shown, and says so.
 """
 
-from typing import List, Optional, Sequence
+from typing import Optional, Sequence
 
+from .links import render_sio
 from .products import ChipSlot, Product
-from .render_query import CORE_VOLTS, die_id_words, hbm_usage_lines, memory_usage_rate
-from .render_table import MAX_PROCESSES_PER_CHIP, PROCESS_NAME_LENGTH, Chip, bus_id_cell
+from .render_common import (CORE_VOLTS, MAX_PROCESSES_PER_CHIP, PROCESS_NAME_LENGTH, Chip, Lines, bus_id_cell,
+                            die_id_words, hbm_usage_lines, memory_usage_rate)
 from .values import ChipValues
 
-Lines = List[str]
 WIDTH = 99
 _CARD_RULE = "+" + "-" * 27 + "+" + "-" * 15 + "+" + "-" * 53 + "+"
 _CHIP_DOUBLE = "+" + "=" * 8 + "+" + "=" * 18 + "+" + "=" * 15 + "+" + "=" * 53 + "+"
@@ -199,6 +199,11 @@ def _board(product: Product, slot: ChipSlot, values: ChipValues, driver_version:
     ]
 
 
+def _sio(product: Product, slot: ChipSlot, values: ChipValues) -> Lines:
+    """`-t sio-info -i N`: the 950 documents the A3's two lines (its doc sample prints 0 and 0)."""
+    return render_sio(values)
+
+
 _QUERIES = {"usages": _usages, "common": _common, "power": _power, "temp": _temp, "sensors": _sensors,
             "ecc": _ecc, "health": _health, "current-fault-event": _fault_events, "memory": _memory,
-            "volt": _volt}
+            "volt": _volt, "sio-info": _sio}

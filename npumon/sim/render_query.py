@@ -13,15 +13,14 @@ Layout rules from the npu-smi source and real captures (FORMATS.md section 4):
 The 950 prints its own simpler forms (render_950.py).
 """
 
-from typing import List, Optional, Sequence
+from typing import Optional, Sequence
 
-from .products import FAMILY_310B, FAMILY_310P, FAMILY_910, FAMILY_910B, FAMILY_910_93, FAMILY_950, ChipSlot, Product
-from .render_table import Chip
+from .products import FAMILY_310B, FAMILY_310P, FAMILY_910, FAMILY_910_93, FAMILY_950, ChipSlot, Product
+from .links import render_hccs, render_hccs_310p, render_hccs_bandwidth, render_sio
+from .render_950 import card_query
+from .render_common import CORE_VOLTS, Chip, Lines, die_id_words, hbm_usage_lines, kv as _kv, memory_usage_rate
 from .values import ChipValues
 
-Lines = List[str]
-CORE_VOLTS = {FAMILY_910B: 0.8, FAMILY_910_93: 0.8, FAMILY_310P: 0.72, FAMILY_310B: 0.72, FAMILY_910: 0.8,
-              FAMILY_950: 0.8}
 HEALTH_WITH_CODES = ("Warning", "Alarm", "Critical")
 
 
@@ -34,9 +33,9 @@ def render_query(product: Product, query: str, npu: int, chip: Optional[int], ca
     if query not in product.queries:
         return None
     if product.family == FAMILY_950:
-        from .render_950 import card_query
-
         return card_query(product, query, npu, card_chips, driver_version, firmware_version)
+    if query in LINK_QUERIES and chip is None:
+        return "This command must input card id and chip id.\n"
     if query == "board" and chip is None:
         lines: Optional[Lines] = _card_board(product, npu, card_chips, driver_version, firmware_version)
     elif query == "common" and chip is None:
@@ -51,8 +50,8 @@ def render_query(product: Product, query: str, npu: int, chip: Optional[int], ca
     return None if lines is None else "".join(line + "\n" for line in lines)
 
 
-def _kv(key: str, value: object) -> str:
-    return "\t%-30s : %s" % (key, value)
+# the interconnect types: chip-level only (npu-smi refuses them without -c); the MCU answers none
+LINK_QUERIES = {"hccs": render_hccs, "hccs-bw": render_hccs_bandwidth, "sio-info": render_sio}
 
 
 def _kv40(key: str, value: object) -> str:
@@ -100,6 +99,10 @@ def _chip_block(product: Product, query: str, slot: ChipSlot, values: ChipValues
         return [_kv("Voltage(V)", "%.2f" % CORE_VOLTS[product.family])]
     if query == "common":
         return _common_chip(product, slot, values)
+    if query == "hccs" and product.family == FAMILY_310P:
+        return render_hccs_310p(values)
+    if query in LINK_QUERIES:
+        return LINK_QUERIES[query](values)
     return _chip_board(product, slot, firmware_version)
 
 
@@ -165,32 +168,6 @@ def _usages(product: Product, slot: ChipSlot, values: ChipValues) -> Lines:
         ]
     # 910B and A3 have no DDR of their own: npu-smi prints the DDR keys with 0
     return hbm_usage_lines(slot, values)
-
-
-def memory_usage_rate(slot: ChipSlot, values: ChipValues) -> int:
-    """npu-smi's usage rate of the chip's own memory (HBM on the 910 family, DDR on the 310), in %."""
-    return values.memory_used_mb * 100 // slot.memory_total_mb
-
-
-def hbm_usage_lines(slot: ChipSlot, values: ChipValues) -> Lines:
-    """`-t usages` of a chip with HBM and no DDR of its own (910B, A3, 950): npu-smi prints the DDR keys with 0."""
-    usage_rate = memory_usage_rate(slot, values)
-    return [
-        _kv("DDR Capacity(MB)", 0),
-        _kv("DDR Usage Rate(%)", 0),
-        _kv("DDR Hugepages Total(page)", 0),
-        _kv("DDR Hugepages Usage Rate(%)", 0),
-        _kv("HBM Capacity(MB)", slot.memory_total_mb),
-        _kv("HBM Usage Rate(%)", usage_rate),
-        _kv("Aicore Usage Rate(%)", values.aicore_percent),
-        _kv("Aivector Usage Rate(%)", values.aivector_percent),
-        _kv("Aicpu Usage Rate(%)", values.aicpu_percent),
-        _kv("Ctrlcpu Usage Rate(%)", values.ctrlcpu_percent),
-        _kv("DDR Bandwidth Usage Rate(%)", 0),
-        _kv("HBM Bandwidth Usage Rate(%)", values.hbm_bandwidth_percent),
-        _kv("NPU Utilization(%)", values.npu_utilization_percent),
-        _kv("Aicube Usage Rate(%)", values.aicube_percent),
-    ]
 
 
 def _ddr_rate(slot: ChipSlot, values: ChipValues) -> int:
@@ -381,9 +358,4 @@ def _chip_board(product: Product, slot: ChipSlot, firmware_version: str) -> Line
                   _kv("Firmware Version", firmware_version)]
     return lines
 
-
-def die_id_words(slot: ChipSlot, salt: int = 0) -> str:
-    """Five stable 32-bit words per chip, printed like npu-smi's " %08X" die ids."""
-    seed = (slot.device_id + 1) * 0x9E3779B1 + salt
-    return " ".join("%08X" % ((seed * (index + 3) + index * 0x01000193) & 0xFFFFFFFF) for index in range(5))
 

@@ -8,15 +8,10 @@ the 98-column table of the 910 family (910 A1, A2, A3) and the 106-column table 
 
 from typing import List, Optional, Sequence, Tuple
 
-from .products import FAMILY_310B, FAMILY_310P, FAMILY_910, FAMILY_910_93, FAMILY_950, ChipSlot, Product
-from .values import ChipValues
+from .products import FAMILY_310B, FAMILY_310P, FAMILY_910, FAMILY_910_93, FAMILY_950, Product
+from . import render_950
+from .render_common import MAX_PROCESSES_PER_CHIP, PROCESS_NAME_LENGTH, Chip, bus_id_cell
 
-Chip = Tuple[ChipSlot, ChipValues]
-
-# Real npu-smi shows at most this many processes per chip.
-MAX_PROCESSES_PER_CHIP = 8
-# /proc/<pid>/comm, where npu-smi gets the name, keeps 15 characters ("mindie_llm_back").
-PROCESS_NAME_LENGTH = 15
 
 _910_RULE = "+---------------------------+---------------+----------------------------------------------------+"
 _910_DOUBLE = "+===========================+===============+====================================================+"
@@ -28,8 +23,6 @@ _310_DOUBLE = "+" + "=" * 31 + "+" + "=" * 17 + "+" + "=" * 54 + "+"
 def render_info(product: Product, chips: Sequence[Chip], driver_version: str) -> str:
     """The whole `npu-smi info` output for these chips (in npu-smi's card-by-card order)."""
     if product.family == FAMILY_950:
-        from . import render_950
-
         lines = render_950.table(product, chips, driver_version)
     elif product.has_hbm:
         lines = _910_table(product, chips, driver_version)
@@ -41,8 +34,6 @@ def render_info(product: Product, chips: Sequence[Chip], driver_version: str) ->
 def render_list(product: Product) -> str:
     """`npu-smi info -l`."""
     if product.family == FAMILY_950:
-        from . import render_950
-
         return render_950.listing(product)
     chip_count_key = "Card Count" if product.family == FAMILY_310B else "Total Count"
     lines = [_kv(chip_count_key, len(product.cards)), ""]
@@ -59,8 +50,6 @@ def render_list(product: Product) -> str:
 def render_mapping(product: Product) -> str:
     """`npu-smi info -m`: TAB, then %-30s columns; only the chip-name rows are not padded at the end."""
     if product.family == FAMILY_950:
-        from . import render_950
-
         return render_950.mapping(product)
     with_phy_id = product.family == FAMILY_910_93
     header = ["NPU ID", "Chip ID", "Chip Logic ID"] + (["Chip Phy-ID"] if with_phy_id else []) + ["Chip Name"]
@@ -183,14 +172,6 @@ def _by_card(chips: Sequence[Chip]) -> List[List[Chip]]:
         else:
             cards.append([chip])
     return cards
-
-
-def bus_id_cell(bus_id: str, function_width: int) -> str:
-    """npu-smi prints the bus id with printf("%04X:%02X:%02X.%-NX"), so the function digit is padded."""
-    domain, bus, device_function = bus_id.split(":")
-    device, function = device_function.split(".")
-    return "%04X:%02X:%02X.%-*X" % (int(domain, 16), int(bus, 16), int(device, 16), function_width,
-                                    int(function, 16))
 
 
 def _shown(processes: Sequence[Tuple[int, str, int]]) -> Sequence[Tuple[int, str, int]]:

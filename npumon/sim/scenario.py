@@ -11,23 +11,36 @@ Every mistake raises ScenarioError with one line naming the file, the line and t
 
 import math
 import os
+import re
 from typing import Any, Dict, List, Optional, Tuple
 
 import yaml
 
 from .kmsg import check_entries as check_kmsg
 from .products import PRODUCTS
-from .pyacl import CORRUPTIBLE_CALLS, DEFAULT_ACL_RUNTIME, FAULT_CALLS, PYACL_KINDS, RT_DEVICE_STATUS, RUNTIME_VIEW_KEYS
-from .values import CHIP_FIELDS, ERRORS, HOST_FIELDS, NUMBER, PROBE, PROCESSES, TEXT, TEXT_CHOICES
+from .serving import DEFAULTS as SERVING_DEFAULTS
+from .serving import ENGINES as SERVING_ENGINES
+from .pyacl import AICORE_FAULTS, CORRUPTIBLE_CALLS, DEFAULT_ACL_RUNTIME, FAULT_CALLS, PYACL_KINDS, RT_DEVICE_STATUS, RUNTIME_VIEW_KEYS
+from .values import CHIP_FIELDS, DIAG, ERRORS, HOST_FIELDS, NUMBER, PROBE, PROCESSES, TEXT, TEXT_CHOICES
 
 SCENARIO_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "scenarios")
 BEHAVIOURS = ("normal", "hang", "garbage", "unsupported")
 _RAMP_KEYS = ("start", "per_minute", "wobble", "period_seconds", "min", "max")
 _TOP_KEYS = ("description", "product", "behaviour", "delay_seconds", "latency_scale", "garbage",
-             "serving_queue_depth", "chips", "host", "acl_runtime", "kmsg")
-_PROBE_KEYS = ("fail", "error_code", "hang", "corrupt", "device_status", "slow", "delay_seconds")
+             "serving_queue_depth", "serving", "chips", "host", "acl_runtime", "kmsg", "pods")
+_POD_KEYS = ("namespace", "name", "container", "devices")
+# Kubernetes names (RFC 1123): a pod's is a DNS subdomain, a namespace's and a container's a DNS label
+_K8S_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
+_K8S_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+_PROBE_KEYS = ("fail", "error_code", "hang", "crash", "corrupt", "device_status", "slow", "delay_seconds", "aicore")
+_DIAG_KEYS = ("hbm_errors", "matmul_wrong_element", "aicore_hang", "throttle_after_seconds", "throttle_clock_ratio",
+              "p2p_fail")
 _GARBAGE_KEYS = ("table_keep_fraction", "query_keep_fraction")
 DEFAULT_GARBAGE = {"table_keep_fraction": 0.6, "query_keep_fraction": 0.5}
+
+
+# what /proc/<pid>/stat may show for a simulated NPU process: running, sleeping, uninterruptible sleep
+PROCESS_STATES = ("R", "S", "D")
 
 
 class ScenarioError(ValueError):
@@ -136,6 +149,8 @@ class _Checker:
             "garbage": garbage,
             "serving_queue_depth": self.expression(top["serving_queue_depth"], "serving_queue_depth")
             if "serving_queue_depth" in top else None,
+            # the inference server's own figures besides its queue (sim/serving.py)
+            "serving": self.serving(top["serving"]) if "serving" in top else {},
             "chips": {
                 "default": self.chip_values(chips["default"], "chips.default") if "default" in chips else {},
                 "overrides": self.overrides(chips["overrides"]) if "overrides" in chips else [],
@@ -144,7 +159,42 @@ class _Checker:
             "acl_runtime": self.acl_runtime(top["acl_runtime"]) if "acl_runtime" in top else dict(DEFAULT_ACL_RUNTIME),
             # the kernel log's driver lines over time (sim/kmsg.py)
             "kmsg": check_kmsg(self, top["kmsg"]) if "kmsg" in top else [],
+            # the pods the fake kubelet lists on the chips (sim/kubelet.py); None: sim/cluster.py's default pods
+            "pods": self.pods(top["pods"]) if "pods" in top else None,
         }
+
+    def serving(self, where: _Where) -> Dict[str, Any]:
+        serving = {}
+        for name, item in self.mapping(where, "serving", tuple(SERVING_DEFAULTS)).items():
+            if name == "engine":
+                serving[name] = self.text(item, "serving.engine")
+                if serving[name] not in SERVING_ENGINES:
+                    self.fail(item, "serving.engine", "must be one of {}".format(", ".join(SERVING_ENGINES)))
+            else:
+                serving[name] = self.number(item, "serving." + name, low=0.0)
+        return serving
+
+    def pods(self, where: _Where) -> List[Dict[str, Any]]:
+        result = []
+        for index, item in enumerate(self.sequence(where, "pods")):
+            key = "pods[{}]".format(index)
+            values = self.mapping(item, key, _POD_KEYS)
+            for required in ("name", "devices"):
+                if required not in values:
+                    self.fail(item, key + "." + required, "missing: every pod has a name and the devices it holds")
+            pod = {"namespace": self.text(values["namespace"], key + ".namespace") if "namespace" in values
+                   else "default",
+                   "name": self.text(values["name"], key + ".name")}
+            pod["container"] = self.text(values["container"], key + ".container") if "container" in values \
+                else pod["name"]
+            for field, pattern in (("namespace", _K8S_LABEL), ("name", _K8S_NAME), ("container", _K8S_LABEL)):
+                if not pattern.match(pod[field]):
+                    self.fail(values.get(field, item), "{}.{}".format(key, field),
+                              "{!r} is not a Kubernetes name (lower case letters, digits and '-')".format(pod[field]))
+            pod["devices"] = [self.integer(device, key + ".devices", low=0)
+                              for device in self.sequence(values["devices"], key + ".devices")]
+            result.append(pod)
+        return result
 
     def overrides(self, where: _Where) -> List[Dict[str, Any]]:
         result = []
@@ -173,6 +223,8 @@ class _Checker:
                 values[name] = self.processes(item, field_key)
             elif kind == PROBE:
                 values[name] = self.probe(item, field_key)
+            elif kind == DIAG:
+                values[name] = self.diag(item, field_key)
         return values
 
     def host(self, where: _Where) -> Dict[str, Any]:
@@ -311,7 +363,8 @@ class _Checker:
         result = []
         for index, item in enumerate(self.sequence(where, key)):
             item_key = "{}[{}]".format(key, index)
-            process = self.mapping(item, item_key, ("name", "memory_mb", "memory_percent", "pid"))
+            process = self.mapping(item, item_key, ("name", "memory_mb", "memory_percent", "pid", "cpu_percent",
+                                                    "state", "environment"))
             if "name" not in process:
                 self.fail(item, item_key + ".name", "missing")
             if ("memory_mb" in process) == ("memory_percent" in process):
@@ -327,6 +380,15 @@ class _Checker:
                     else self.number(memory, item_key + ".memory_percent", low=0.0, high=100.0))
             if "pid" in process:
                 entry["pid"] = self.integer(process["pid"], item_key + ".pid", low=1)
+            # its CPU use (percent of one CPU) and its state in /proc/<pid>/stat (sim/procs.py)
+            if "cpu_percent" in process:
+                entry["cpu_percent"] = self.expression(process["cpu_percent"], item_key + ".cpu_percent", low=0.0)
+            if "state" in process:
+                entry["state"] = self.choice(process["state"], item_key + ".state", PROCESS_STATES)
+            if "environment" in process:  # what /proc/<pid>/environ shows (npumon diag -r 1 reads it)
+                variables = self.mapping(process["environment"], item_key + ".environment",
+                                         tuple(process["environment"].value or ()))
+                entry["environment"] = {str(name): str(value.value) for name, value in variables.items()}
             result.append(entry)
         return result
 
@@ -345,8 +407,10 @@ class _Checker:
         """What the simulated pyACL does on this chip's probe (sim/pyacl.py)."""
         plan = self.mapping(where, key, _PROBE_KEYS)
         result: Dict[str, Any] = {}
-        for name, choices in (("fail", FAULT_CALLS), ("hang", FAULT_CALLS), ("corrupt", CORRUPTIBLE_CALLS),
-                              ("device_status", tuple(RT_DEVICE_STATUS)), ("slow", FAULT_CALLS)):
+        for name, choices in (("fail", FAULT_CALLS), ("hang", FAULT_CALLS), ("crash", FAULT_CALLS),
+                              ("corrupt", CORRUPTIBLE_CALLS),
+                              ("device_status", tuple(RT_DEVICE_STATUS)), ("slow", FAULT_CALLS),
+                              ("aicore", AICORE_FAULTS)):
             if name in plan:
                 value = self.text(plan[name], "{}.{}".format(key, name))
                 if value not in choices:
@@ -364,14 +428,44 @@ class _Checker:
             result["delay_seconds"] = self.expression(plan["delay_seconds"], key + ".delay_seconds", low=0.0)
         return result
 
+    def diag(self, where: _Where, key: str) -> Dict[str, Any]:
+        """What the simulated device does under `npumon diag` (sim/diag_acl.py)."""
+        plan = self.mapping(where, key, _DIAG_KEYS)
+        result: Dict[str, Any] = {}
+        for name in ("aicore_hang", "p2p_fail"):
+            if name in plan:
+                if not isinstance(plan[name].value, bool):
+                    self.fail(plan[name], "{}.{}".format(key, name), "must be true or false")
+                result[name] = plan[name].value
+        if "hbm_errors" in plan:
+            result["hbm_errors"] = self.integer(plan["hbm_errors"], key + ".hbm_errors", low=0)
+        if "matmul_wrong_element" in plan:
+            cell = plan["matmul_wrong_element"]
+            items = self.sequence(cell, key + ".matmul_wrong_element")
+            if len(items) != 2:
+                self.fail(cell, key + ".matmul_wrong_element", "must be [row, column]")
+            result["matmul_wrong_element"] = [self.integer(item, key + ".matmul_wrong_element", low=0)
+                                              for item in items]
+        if ("throttle_after_seconds" in plan) != ("throttle_clock_ratio" in plan):
+            self.fail(where, key, "throttle_after_seconds and throttle_clock_ratio go together")
+        if "throttle_after_seconds" in plan:
+            result["throttle_after_seconds"] = self.number(plan["throttle_after_seconds"],
+                                                           key + ".throttle_after_seconds", low=0.0)
+            ratio = self.number(plan["throttle_clock_ratio"], key + ".throttle_clock_ratio", low=0.01)
+            if ratio > 1:
+                self.fail(plan["throttle_clock_ratio"], key + ".throttle_clock_ratio", "must be at most 1")
+            result["throttle_clock_ratio"] = ratio
+        return result
+
     def acl_runtime(self, where: _Where) -> Dict[str, Any]:
         values = self.mapping(where, "acl_runtime", tuple(DEFAULT_ACL_RUNTIME) + RUNTIME_VIEW_KEYS)
         result = dict(DEFAULT_ACL_RUNTIME)
         result.update(self.runtime_view(values))
-        if "installed" in values:
-            if not isinstance(values["installed"].value, bool):
-                self.fail(values["installed"], "acl_runtime.installed", "expected true or false")
-            result["installed"] = values["installed"].value
+        for name in ("installed", "operators"):
+            if name in values:
+                if not isinstance(values[name].value, bool):
+                    self.fail(values[name], "acl_runtime." + name, "expected true or false")
+                result[name] = values[name].value
         if "init_error_code" in values:
             result["init_error_code"] = self.acl_code(values["init_error_code"], "acl_runtime.init_error_code")
         return result

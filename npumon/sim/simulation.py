@@ -28,24 +28,27 @@ import os
 import sys
 import time
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 from . import scenario as scenarios
+from . import serving
 from .dcmi.faults import clear_faults
 from .dcmi.state import write_dcmi_state
-from .hostroot import write_host_root
+from .hostroot import write_host_root, write_process_environments
 from .hostspec import host_root_spec
 from .kmsg import reset as reset_kmsg
 from .knobs import reset_knobs
 from .latency import check_scale, scale_from_environment
 from .npusmi import HANG_PIDS_FILE
+from .procs import reset_processes
 from .products import PRODUCTS, get_product
 from .scenario import ScenarioError, load_scenario
 from .state import STATE_ENV, read_state, scenario_time, update_state, write_state
-from .values import DEFAULT_SERVING_QUEUE_DEPTH, evaluate, host_cpu_busy_at, host_with_defaults
+from .values import (DEFAULT_SERVING_QUEUE_DEPTH, evaluate, host_cpu_busy_at, host_with_defaults,
+                     process_environments)
 
 __all__ = ["Simulation", "prepare_simulation", "list_scenarios", "list_products", "describe_scenarios",
-           "describe_products", "serving_queue_depth",
+           "describe_products", "serving_queue_depth", "serving_engine", "serving_metrics",
            "set_scenario", "set_latency_scale", "ScenarioError"]
 
 HOST_ROOT_DIR = "root"
@@ -111,6 +114,9 @@ def prepare_simulation(state_dir: str, scenario: str = "healthy", product: Optio
     root = os.path.join(state_dir, HOST_ROOT_DIR)
     host = host_with_defaults(checked["host"])
     write_host_root(root, host_root_spec(get_product(product_name), host, host_cpu_busy_at(host, 0.0)))
+    reset_processes(root)  # the NPU processes' /proc entries come as the clock runs (sim/procs.py)
+    write_process_environments(root, process_environments(
+        checked["chips"], [slot.device_id for slot in get_product(product_name).slots()]))
     try:
         os.unlink(os.path.join(state_dir, HANG_PIDS_FILE))  # from an earlier run of the hang scenario
     except FileNotFoundError:
@@ -165,7 +171,22 @@ def set_latency_scale(state_dir: str, latency_scale: float) -> None:
 
 def serving_queue_depth(state_dir: str, now: Optional[float] = None) -> float:
     """The simulated inference server's request queue depth at wall time `now` (default: now)."""
-    state = read_state(state_dir)
-    t = scenario_time(state, time.time() if now is None else now)
+    return _queue_depth(read_state(state_dir), time.time() if now is None else now)
+
+
+def _queue_depth(state: Dict[str, Any], now: float) -> float:
     expression = state["scenario"]["serving_queue_depth"]
+    t = scenario_time(state, now)
     return max(0.0, float(evaluate(DEFAULT_SERVING_QUEUE_DEPTH if expression is None else expression, t)))
+
+
+def serving_engine(state_dir: str) -> str:
+    """The engine the simulated inference server imitates (a serving preset's name)."""
+    return serving.with_defaults(read_state(state_dir)["scenario"].get("serving", {}))["engine"]
+
+
+def serving_metrics(state_dir: str, now: Optional[float] = None) -> str:
+    """The simulated inference server's /metrics answer at wall time `now` (default: now)."""
+    state = read_state(state_dir)
+    now = time.time() if now is None else now
+    return serving.render(state["scenario"].get("serving", {}), _queue_depth(state, now), scenario_time(state, now))

@@ -24,6 +24,7 @@ TEXT = "text"
 ERRORS = "errors"
 PROCESSES = "processes"
 PROBE = "probe"
+DIAG = "diag"
 
 # Every per-chip value a scenario may set: name -> (kind, default). A default of None means "follows
 # another value" (see _FOLLOWS) or, for aicore_freq_mhz, the product's rated frequency.
@@ -54,12 +55,15 @@ CHIP_FIELDS: Dict[str, Tuple[str, Any]] = {
     "ecc_double_bit_errors": (NUMBER, 0),
     "ecc_single_bit_isolated_pages": (NUMBER, 0),
     "ecc_double_bit_isolated_pages": (NUMBER, 0),
-    # [{name: python, memory_mb: 30000 or memory_percent: 80 (of the chip's memory), pid: 4242 (optional)}]
+    # [{name: python, memory_mb: 30000 or memory_percent: 80 (of the chip's memory), pid: 4242 (optional),
+    #   cpu_percent: 85 (of one CPU, optional), state: S (R, S or D in /proc/<pid>/stat, optional)}]
     "processes": (PROCESSES, []),
     # what the simulated pyACL does on this chip's probe (sim/pyacl.py): {} works;
     # {fail: rt.memcpy, error_code: 507053}, {hang: <call>}, {corrupt: rt.memcpy}, {device_status: abnormal},
     # {slow: <call>, delay_seconds: <value over time>}
     "probe": (PROBE, {}),
+    # what the simulated device does under `npumon diag` levels 2 and 3 (sim/diag_acl.py): {} works
+    "diag": (DIAG, {}),
     # the chip's RoCE port as the simulated hccn_tool (sim/hccn.py) reports it; 310-family products have none
     "network_link": (TEXT, "UP"),
     # how long a link DOWN at scenario time 0 had been down then (0: it went down at most a minute before)
@@ -69,10 +73,33 @@ CHIP_FIELDS: Dict[str, Tuple[str, Any]] = {
     "network_speed_mbps": (NUMBER, 200000),
     "network_optical": (TEXT, "ok"),  # ok | degraded (RX power below the module's threshold) | absent | unsupported
     "network_roce_errors_per_minute": (NUMBER, 0),
+    "network_roce_packets_per_second": (NUMBER, 50000),  # a constant: RoCE packets sent and received
     "network_pause_frames_per_second": (NUMBER, 0),  # PFC pause frames received (priority 3) and sent
     "network_ip": (TEXT, "set"),  # set | none
     "network_gateway": (TEXT, "set"),
     "network_hccn": (TEXT, "answers"),  # answers | blocks (a chip that is not ready: hccn_tool waits 300 s)
+    # The chip's HCCS links (910B, A3; sim/links.py): every link carries hccs_traffic_gbps each way and is
+    # healthy, except link hccs_degraded_link (0: none), which trained at hccs_degraded_lanes lanes (4, 2, 1, 0)
+    # and counts the CRC errors and retries (counters: use a ramp to make them rise)
+    "hccs_health": (TEXT, "OK"),
+    "hccs_traffic_gbps": (NUMBER, 0),
+    "hccs_degraded_link": (NUMBER, 0),
+    "hccs_degraded_lanes": (NUMBER, 4),
+    "hccs_crc_errors": (NUMBER, 0),
+    "hccs_retries": (NUMBER, 0),
+    # the A3's die-to-die SIO link: CRC error counts (u16 in DCMI)
+    "sio_tx_crc_errors": (NUMBER, 0),
+    "sio_rx_crc_errors": (NUMBER, 0),
+    # The 950's UB ports 4-6 (sim/dcmi/fake_dcmi_ub.c, DCMI only: npu-smi has no UB query): each full-width port
+    # carries ub_flits_per_second (and ub_bandwidth_mbps) each way, except port ub_degraded_port (0: none), which
+    # is `partial` (linked on part of its lanes, half the flits) or `down` (not linked) and counts the CRC errors
+    # and retransmissions
+    "ub_flits_per_second": (NUMBER, 0),
+    "ub_bandwidth_mbps": (NUMBER, 0),  # what the bandwidth call measures on a full-width port, MB/s each way
+    "ub_degraded_port": (NUMBER, 0),
+    "ub_degraded_port_status": (TEXT, "partial"),
+    "ub_crc_errors": (NUMBER, 0),
+    "ub_retries": (NUMBER, 0),
     # "no": the chip has dropped out of npu-smi's table (the card-drop scenario); its PCI device stays in sysfs
     "present": (TEXT, "yes"),
 }
@@ -86,7 +113,8 @@ NET_HEALTH_STATES = ("Success", "Socket fail", "Receive timeout", "Unreachable",
 TEXT_CHOICES = {"health": HEALTH_STATES, "compatibility": COMPATIBILITY_STATES,  # the allowed value of each TEXT
                 "network_link": ("UP", "DOWN"), "network_health": NET_HEALTH_STATES,
                 "network_optical": ("ok", "degraded", "absent", "unsupported"), "network_ip": ("set", "none"),
-                "network_gateway": ("set", "none"), "network_hccn": ("answers", "blocks"), "present": ("yes", "no")}
+                "network_gateway": ("set", "none"), "network_hccn": ("answers", "blocks"), "present": ("yes", "no"),
+                "hccs_health": ("OK", "NOK"), "ub_degraded_port_status": ("partial", "down")}
 
 # Host values: name -> (kind, default). Only cpu_busy_ratio may change over time (it drives the fake
 # /proc/stat counters on every call); the rest describe the host as written at prepare time.
@@ -143,6 +171,15 @@ class ChipValues:
     processes: List[Tuple[int, str, int]] = field(default_factory=list)  # (pid, name, memory MiB)
     compatibility: str = "OK"  # firmware/driver match as `-t board` prints it for the chip's card
     ddr_used_mb: int = 0  # the 910 A1's DDR (every other 910 prints 0 / 0; the 310 family's is memory_used_mb)
+    hccs_health: str = "OK"
+    hccs_traffic_gbps: float = 0.0
+    hccs_degraded_link: int = 0
+    hccs_degraded_lanes: int = 4
+    hccs_crc_errors: int = 0
+    hccs_retries: int = 0
+    sio_tx_crc_errors: int = 0
+    sio_rx_crc_errors: int = 0
+    t: float = 0.0  # the scenario time of these values (the link packet counters grow with it)
 
 
 def evaluate(expression: Any, t: float, phase: float = 0.0) -> Any:
@@ -220,6 +257,12 @@ def chip_values_at(chips_spec: Dict[str, Any], device_id: int, t: float, memory_
                    for index, process in enumerate(expressions["processes"])],
         **{name: _percent(numbers[name]) for name in numbers if name.endswith("_percent")},
         **{name: _counter(numbers[name]) for name in numbers if name.startswith("ecc_")},
+        hccs_health=evaluate(expressions["hccs_health"], t),
+        hccs_traffic_gbps=max(0.0, float(numbers["hccs_traffic_gbps"])),
+        hccs_degraded_link=_count(numbers["hccs_degraded_link"]),
+        hccs_degraded_lanes=_count(numbers["hccs_degraded_lanes"]),
+        **{name: _counter(numbers[name]) for name in numbers if name.startswith(("hccs_crc", "hccs_retr", "sio_"))},
+        t=t,
     )
 
 
@@ -282,3 +325,18 @@ def _count(value: float) -> int:
 def _counter(value: float) -> int:
     # counters only ever show whole events; floor so a rising counter does not jump early
     return min(UINT32_MAX, int(math.floor(max(0.0, value))))
+
+
+def diag_plan_at(chips_spec: Dict[str, Any], device_id: int) -> Dict[str, Any]:
+    """What the simulated device does on this logical device under `npumon diag` (sim/diag_acl.py)."""
+    return dict(_chip_expressions(chips_spec, device_id)["diag"])
+
+
+def process_environments(chips_spec: Dict[str, Any], device_ids: List[int]) -> Dict[int, Dict[str, str]]:
+    """pid -> environment of every scenario process that sets one (the simulated /proc/<pid>/environ)."""
+    environments = {}
+    for device_id in device_ids:
+        for index, process in enumerate(_chip_expressions(chips_spec, device_id)["processes"]):
+            if process.get("environment"):
+                environments[int(process.get("pid", _default_pid(device_id, index)))] = process["environment"]
+    return environments

@@ -15,17 +15,29 @@ itself as `ambient` in Snapshot.sources, and its last success is the reading's t
 import dataclasses
 import re
 import time
+from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence
 
 from ..model import ChipSample
-from ..services.control import hwmon
-from ..services.control.drivers import Runner, npu_smi_problem
-from ..services.control.settings import AMBIENT_SOURCE_NAME, AmbientConfig
+from . import hwmon
 from .base import Parts, SingleTierSource, SourceContext, SourceError, SourceSpec
+from .npusmi.kv import npu_smi_problem
+from .runner import CommandRunner
 
+AMBIENT_SOURCE_NAME = "ambient"  # the tier and the key in Snapshot.sources
 _LINE = re.compile(r"^\s*(?P<key>[^:]*?)\s*:\s*(?P<value>.*?)\s*$")
 TEMP_FORM = "temp"
 COMMON_FORM = "common"
+
+
+@dataclass(frozen=True)
+class AmbientConfig:  # `control.ambient`: the control section holds this source's settings
+    sensor: str = "none"  # none | npu-smi (the card MCU's board sensors) | hwmon
+    threshold_celsius: float = 35.0  # above this inlet/board temperature ...
+    min_duty_percent: float = 60.0  # ... the duty is at least this
+    hwmon_name: str = ""  # sensor hwmon: the device's `name` file
+    hwmon_label: str = ""  # sensor hwmon: the temp*_label to read; empty = the hottest temp*_input
+    poll_seconds: float = 15.0
 
 
 def mcu_temperatures(text: str) -> List[float]:
@@ -55,7 +67,7 @@ class AmbientSource(SingleTierSource[float]):
 
     name = AMBIENT_SOURCE_NAME
 
-    def __init__(self, config: AmbientConfig, root: str, runner: Runner, clock=time.time, max_age: float = 120.0):
+    def __init__(self, config: AmbientConfig, root: str, runner: CommandRunner, clock=time.time, max_age: float = 120.0):
         super().__init__(config.poll_seconds, max_age, clock)
         self.config = config
         self.root = root

@@ -7,8 +7,10 @@ earlier Snapshot holds). Its module declares the rest in a SourceSpec: how to bu
 target (or not, where it is off), its config section, the rule facts and the metric families it adds.
 `npumon check` and the daemon walk the same list (sources/collection.py).
 
-Freshness is one rule for every source (`allowed_age`, `judge_status`, `Reading`): the last good value is
-kept while it is fresh, then it goes and the status says why.
+Status is made in one place (`PollRecorder.execute`, as node_exporter's execute()): it times every poll of
+every tier, catches what escapes it, and turns what the poll reports (an `Outcome`) into the tier's
+SourceStatus. Freshness is one rule for every source (`allowed_age`, `judge_status`, `Reading`): the last good
+value is kept while it is fresh, then it goes and the status says why.
 """
 
 import dataclasses
@@ -16,20 +18,22 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
-from typing import (TYPE_CHECKING, Any, Callable, Dict, Generic, List, Optional, Protocol, Sequence, Tuple,
-                    TypeVar, runtime_checkable)
+from typing import (TYPE_CHECKING, Any, Callable, Dict, Generic, Optional, Protocol, Sequence, Tuple, TypeVar,
+                    runtime_checkable)
 
-from ..model import ChipSample, HostSample, Snapshot, SourceStatus
+from ..config.schema import Section
+from ..logrepeat import Repeats
+from ..model import NOT_POLLED, ChipSample, HostSample, Snapshot, SourceStatus
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from .runner import CommandRunner
     from .target import Target
 
-log = logging.getLogger(__name__)
-
 Facts = Dict[str, Any]
 T = TypeVar("T")
-# The whole config (config/schema.py). It is built from the sections the sources declare, so sources name it
+# The whole config (npumon/settings.py). It is built from the sections the sources declare, so sources name it
 # loosely rather than import it back.
 AnyConfig = Any
 
@@ -43,6 +47,9 @@ class Tier:
     primary: bool = False  # after each of its polls the daemon judges the rules and publishes a Snapshot
     first_run: Optional[float] = None  # seconds until its first poll; None: spread over its first interval
     quick: bool = True  # polled by a default `npumon check` (False: only with --full; slow or costly tiers)
+    # a sweep of what hardly changes, one call at a time: the daemon runs all such tiers of the shared npu-smi
+    # runner on one thread of their own, so they never hold the threads the other tiers' calls need
+    background: bool = False
 
 
 @dataclass(frozen=True)
@@ -55,6 +62,9 @@ class Parts:
     chips: Tuple[ChipSample, ...] = ()
     tool_version: Optional[str] = None
     driver_version: Optional[str] = None
+    # npu-smi's table: per chip whose rows could not be read, the bus id they show (None where none): a chip
+    # still there, only unreadable (the chip count must not take it for a chip gone)
+    unreadable_chips: Tuple[Optional[str], ...] = ()
 
     def snapshot(self, sources: Dict[str, SourceStatus]) -> Snapshot:
         return Snapshot(time=self.time, host=self.host, chips=list(self.chips), sources=sources,
@@ -68,8 +78,9 @@ class Source(Protocol):
     def tiers(self) -> Sequence[Tier]: ...
 
     def poll(self, tier: str, chips: Sequence[ChipSample]) -> Optional[float]:
-        """Poll one tier within its deadline; never raises. `chips`: the latest Snapshot's chips. Returns the
-        seconds after which this tier wants to run again early (a retry), or None to keep its interval."""
+        """Poll one tier within its deadline, through its PollRecorder (which times it, records its Outcome and
+        catches what escapes); never raises. `chips`: the latest Snapshot's chips. Returns the seconds after
+        which this tier wants to run again early (a retry), or None to keep its interval."""
 
     def statuses(self, now: float) -> Dict[str, SourceStatus]: ...  # tier name -> status, staleness judged
 
@@ -88,25 +99,13 @@ class SourceContext:
     clock: Callable[[], float] = time.time
     quick_pass: bool = False  # one quick pass of `npumon check`: a source may ask less (npu-smi: health)
     one_pass: bool = False  # `npumon check` (quick or full): a source reads afresh and saves no state
+    sleep: Callable[[float], None] = time.sleep  # a wait within one poll, on the clock's time (tests: a fake one)
 
     @property
     def state_dir(self) -> str:
-        """Where a source keeps what must outlive a restart (caches, cursors): the config's state_dir, or a
-        simulated host's own, so that a simulation never writes to the real /var/lib/npumon."""
-        from ..config.location import simulation_state_dir  # late: the config schema imports the source list
-
-        sim_dir = getattr(self.target, "sim_state_dir", None)
-        return simulation_state_dir(self.config.state_dir, sim_dir) if sim_dir else self.config.state_dir
-
-
-@dataclass(frozen=True)
-class Section:
-    """A config section a source or service owns: its YAML key, its dataclass (the schema), and the checks that
-    types cannot express: problems(section, config) -> [(dotted key, problem)]."""
-
-    key: str
-    schema: type
-    problems: Callable[[Any, AnyConfig], List[Tuple[str, str]]] = lambda section, config: []
+        """Where a source keeps what must outlive a restart (caches, cursors): the config's state_dir (a
+        simulated host's config names the simulation's own, sim/target.py)."""
+        return self.config.state_dir
 
 
 @dataclass(frozen=True)
@@ -121,6 +120,7 @@ class SourceSpec:
     host_facts: Optional[Callable[[Snapshot], Facts]] = None
     metrics: Tuple[Any, ...] = ()  # outputs.metrics.MetricSpec of every family it exports
     export: Optional[Callable[[Snapshot, Any], None]] = None  # export(snapshot, families): adds its samples
+    lists_chips: bool = False  # its contribute makes the chips (npu-smi, DCMI): the chips every poll is given
 
 
 # -- freshness: one rule for every source ------------------------------------------------------------------
@@ -144,31 +144,106 @@ def judge_status(status: SourceStatus, now: float, allowed: float) -> SourceStat
     return status
 
 
+@dataclass(frozen=True)
+class Outcome:
+    """What one poll of one tier found, as its source reports it. PollRecorder.execute makes the tier's
+    SourceStatus from it: the poll's duration, and its start as the last success when it read something."""
+
+    ok: Optional[bool] = True  # the tier works; None: this poll could not tell (it made no call): as before
+    error: Optional[str] = None  # why it is down; on a tier that works, a note (not supported, calls left out)
+    read: bool = True  # it read something new: the poll's start becomes the tier's last success
+    unsupported: bool = False  # the product has no such thing: not news, whatever `ok` says
+    left_out: int = 0  # calls it did not make for lack of time or a free slot (asked first next time)
+    waiting_on: Optional[str] = None  # down only because this other source is (shown only while down)
+    degraded: bool = False  # works, but part of its answer was unreadable and left out (shown only while up)
+    retry: Optional[float] = None  # seconds after which it wants to run again early; None: its interval
+    shown: bool = True  # False: the tier has no status (not asked: another source reads its values)
+    stopped: bool = False  # npumon's own stop or reload ended it: no news, the status stays as it was
+
+    @classmethod
+    def failed(cls, error: str, **fields: Any) -> "Outcome":
+        """A poll that found no value: the tier is down, its last success stays."""
+        return cls(ok=False, error=error, read=False, **fields)
+
+
+NOT_POLLED_STATUS = SourceStatus(ok=False, error=NOT_POLLED)
+
+
+class PollRecorder:
+    """Every tier's status of one source, made in one place: `execute` times a poll, catches what escapes it
+    (a bug in one source must not stop the others, nor leave its status behind), and records its Outcome;
+    `statuses` judges staleness. Thread-safe: tiers poll on threads of their own."""
+
+    def __init__(self, name: str, allowed: Callable[[str], float], clock: Callable[[], float] = time.time,
+                 logger: Optional[logging.Logger] = None):
+        """`name`: the source's, for the log; `allowed`: tier -> how old its last success may be; `logger`: where
+        a poll's escaped failures are logged (the source's module's; default this module's)."""
+        self.name = name
+        self._allowed = allowed
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._statuses: Dict[str, SourceStatus] = {}
+        # a poll's escaped failures: one line per cause and interval, with a count (the source may log its own)
+        self.repeats = Repeats(logger or log, clock=clock)
+
+    def execute(self, tier: str, poll: Callable[[float], Outcome]) -> Optional[float]:
+        """Run `poll(started)` (`started`: the clock's time, which the values it reads carry) and record what it
+        found; returns the retry delay it asks for."""
+        started, began = self._clock(), time.monotonic()
+        try:
+            outcome = poll(started)
+        except Exception as exc:  # noqa: BLE001 - the contract says a poll never raises; this is the net
+            self.repeats.log(logging.ERROR, type(exc).__name__, "source %s failed: internal error: %s: %s",
+                              self.name, type(exc).__name__, exc, exc=exc)
+            outcome = Outcome.failed("internal error: {}".format(exc))
+        self.record(tier, outcome, started, time.monotonic() - began)
+        return outcome.retry
+
+    def record(self, tier: str, outcome: Outcome, started: float, duration: Optional[float]) -> None:
+        if outcome.stopped:
+            return
+        with self._lock:
+            if not outcome.shown:
+                self._statuses.pop(tier, None)
+                return
+            previous = self._statuses.get(tier, NOT_POLLED_STATUS)
+            ok = previous.ok if outcome.ok is None else outcome.ok
+            self._statuses[tier] = SourceStatus(
+                ok=ok, error=outcome.error, duration_seconds=duration,
+                last_success=started if outcome.read else previous.last_success, unsupported=outcome.unsupported,
+                left_out=outcome.left_out, waiting_on=None if ok else outcome.waiting_on,
+                degraded=ok and outcome.degraded)
+
+    def last(self, tier: str) -> SourceStatus:
+        """The tier's status as its last poll left it (staleness not judged)."""
+        with self._lock:
+            return self._statuses.get(tier, NOT_POLLED_STATUS)
+
+    def statuses(self, now: float, unpolled: Sequence[str] = ()) -> Dict[str, SourceStatus]:
+        """Every polled tier's status as readers see it (stale: down, and no longer degraded); the tiers named
+        in `unpolled` show "not polled yet" until their first poll."""
+        with self._lock:
+            statuses = dict(self._statuses)
+        for tier in unpolled:
+            statuses.setdefault(tier, NOT_POLLED_STATUS)
+        judged = {tier: judge_status(status, now, self._allowed(tier)) for tier, status in statuses.items()}
+        return {tier: status if status.ok else dataclasses.replace(status, degraded=False)
+                for tier, status in judged.items()}
+
+
 class Reading(Generic[T]):
-    """A source's latest good value and its status, thread-safe. A failed poll keeps the value while it is
-    fresh; readers get the value only while it is fresh."""
+    """A source's latest good value, thread-safe: readers get it only while it is fresh (a failed poll keeps it
+    until then)."""
 
     def __init__(self, allowed: float):
         self.allowed = allowed
         self._lock = threading.Lock()
         self._value: Optional[T] = None
         self._when: Optional[float] = None
-        self._status = SourceStatus(ok=False, error="not polled yet")
 
-    def succeeded(self, value: T, started: float, duration: float, warning: Optional[str] = None) -> None:
+    def succeeded(self, value: T, started: float) -> None:
         with self._lock:
             self._value, self._when = value, started
-            self._status = SourceStatus(ok=True, error=warning, duration_seconds=duration, last_success=started)
-
-    def failed(self, error: str, duration: Optional[float] = None) -> None:
-        with self._lock:
-            self._status = SourceStatus(ok=False, error=error, duration_seconds=duration,
-                                        last_success=self._status.last_success)
-
-    def status(self, now: float) -> SourceStatus:
-        with self._lock:
-            status = self._status
-        return judge_status(status, now, self.allowed)
 
     def value(self, now: float) -> Optional[T]:
         with self._lock:
@@ -186,6 +261,9 @@ class SingleTierSource(Generic[T]):
         self.interval = interval
         self.clock = clock
         self.reading: Reading[T] = Reading(allowed_age(max_age, interval))
+        self.recorder = PollRecorder(self.name, lambda tier: self.reading.allowed, clock,
+                                     logging.getLogger(type(self).__module__))
+        self.repeats = self.recorder.repeats  # its failure lines: once per cause and interval, with a count
 
     def tiers(self) -> Sequence[Tier]:
         return [Tier(self.name, self.interval)]
@@ -194,24 +272,22 @@ class SingleTierSource(Generic[T]):
         raise NotImplementedError
 
     def poll(self, tier: str, chips: Sequence[ChipSample]) -> Optional[float]:
-        started, began = self.clock(), time.monotonic()
+        return self.recorder.execute(self.name, lambda started: self._read(chips, started))
+
+    def _read(self, chips: Sequence[ChipSample], started: float) -> Outcome:
         try:
             value = self.read(chips)
         except SourceError as exc:
-            self.reading.failed(str(exc), time.monotonic() - began)
-        except Exception as exc:  # noqa: BLE001 - a bug in one source must not stop the others
-            log.exception("source %s failed", self.name)
-            self.reading.failed("internal error: {}".format(exc), time.monotonic() - began)
-        else:
-            self.reading.succeeded(value, started, time.monotonic() - began, self.warning(value))
-        return None
+            return Outcome.failed(str(exc))
+        self.reading.succeeded(value, started)
+        return Outcome(error=self.warning(value))
 
     def warning(self, value: T) -> Optional[str]:
         """A problem worth showing although the poll succeeded (some files unreadable, ...)."""
         return None
 
     def statuses(self, now: float) -> Dict[str, SourceStatus]:
-        return {self.name: self.reading.status(now)}
+        return self.recorder.statuses(now, unpolled=[self.name])
 
     def close(self) -> None:
         pass

@@ -7,6 +7,10 @@ vendor id 0x19e5 and an NPU device id), each kept in `<state_dir>/chip-count.jso
 the drop still knows the card was there. A card the kernel still enumerates but npu-smi no longer lists
 counts as missing at once, even on the first run (and in `npumon check`). The learned counts only grow:
 after removing a card on purpose, delete the file (or set faults.expected_chips).
+
+A chip whose row of the table is there but unreadable is not missing: it counts as listed (npu-smi's own
+status says the table is degraded), and its bus id, where the row still shows one, as in the table. Where an
+unreadable row shows no bus id, the table cannot be compared with the PCI bus, as when a row prints none.
 """
 
 import dataclasses
@@ -59,14 +63,17 @@ def _hex_file(path: str) -> Optional[int]:
 
 
 def judge(expected_chips: Optional[int], listed: Optional[int], expected_pci: int, pci: Sequence[str],
-          listed_buses: Optional[Sequence[str]]) -> Dict[str, Any]:
+          listed_buses: Optional[Sequence[str]], unreadable: int = 0) -> Dict[str, Any]:
     """The counts and what is missing. `listed` None: npu-smi's table is not known now (its source is
-    down: source-down says so); `listed_buses` None: the table gave no bus ids to compare with. Pure."""
+    down: source-down says so); `listed_buses` None: the table gave no bus ids to compare with; `unreadable`:
+    how many of the `listed` chips have a row that could not be read. Pure."""
     problems = []
     missing_listed = 0
     if listed is not None and expected_chips is not None and listed < expected_chips:
         missing_listed = expected_chips - listed
         problems.append("npu-smi lists {} of {} chips".format(listed, expected_chips))
+    if unreadable:
+        problems.append("{} chip row(s) of npu-smi's table unreadable, not missing".format(unreadable))
     missing_pci = max(0, expected_pci - len(pci))
     if missing_pci:
         problems.append("{} of {} NPUs are gone from the PCI bus".format(missing_pci, expected_pci))
@@ -75,7 +82,7 @@ def judge(expected_chips: Optional[int], listed: Optional[int], expected_pci: in
         problems.append("on the PCI bus but not in npu-smi's table: {}".format(", ".join(unlisted)))
     return {"expected": expected_chips, "listed": listed, "pci_expected": expected_pci, "pci": len(pci),
             "unlisted": unlisted, "missing": max(missing_listed, missing_pci, len(unlisted)),
-            "problem": "; ".join(problems) or "none"}
+            "unreadable": unreadable, "problem": "; ".join(problems) or "none"}
 
 
 class ChipCountSource(SingleTierSource[Dict[str, Any]]):
@@ -131,14 +138,17 @@ class ChipCountSource(SingleTierSource[Dict[str, Any]]):
         if value is None:
             return parts
         chips = parts.chips
-        listed = len(chips) if chips else None  # no table now: npu-smi is down, source-down tells
-        buses = [chip.bus_id.lower() for chip in chips if chip.bus_id]
-        listed_buses = buses if chips and len(buses) == len(chips) else None
+        unreadable = parts.unreadable_chips if chips else ()
+        # a chip whose row is unreadable is in the table all the same
+        rows = [chip.bus_id for chip in chips] + list(unreadable)
+        listed = len(rows) if chips else None  # no table now: npu-smi is down, source-down tells
+        buses = [bus_id.lower() for bus_id in rows if bus_id]
+        listed_buses = buses if chips and len(buses) == len(rows) else None
         # an NPU on the bus but not in the table has at least one chip the table should list
         unlisted = len(set(value["pci"]) - set(listed_buses)) if listed_buses is not None else 0
-        learned_chips = max(self.learned["chips"], len(chips) + unlisted)
+        learned_chips = max(self.learned["chips"], len(rows) + unlisted)
         expected = self.configured if self.configured else (learned_chips or None)
-        found = judge(expected, listed, self.learned["pci"], value["pci"], listed_buses)
+        found = judge(expected, listed, self.learned["pci"], value["pci"], listed_buses, len(unreadable))
         host = dataclasses.replace(parts.host, extra=dict(parts.host.extra, **{EXTRA_KEY: found}))
         return dataclasses.replace(parts, host=host)
 
@@ -147,15 +157,17 @@ def host_facts(snapshot: Snapshot) -> Dict[str, Any]:
     found = snapshot.host.extra.get(EXTRA_KEY)
     if not found:
         return dict.fromkeys(("chips_expected", "chips_listed", "npu_pci_devices", "npu_pci_expected",
-                              "chips_missing", "chip_count_problem"))
+                              "chips_missing", "chips_unreadable", "chip_count_problem"))
     return {"chips_expected": found["expected"], "chips_listed": found["listed"], "npu_pci_devices": found["pci"],
             "npu_pci_expected": found["pci_expected"], "chips_missing": found["missing"],
-            "chip_count_problem": found["problem"]}
+            "chips_unreadable": found["unreadable"], "chip_count_problem": found["problem"]}
 
 
 METRICS = (
     MetricSpec("npumon_chips_expected", (), "NPU chips this host should have (faults.expected_chips, or learned)."),
     MetricSpec("npumon_chips_missing", (), "NPU chips missing from npu-smi's table or the PCI bus."),
+    MetricSpec("npumon_chips_unreadable", (),
+               "NPU chips whose row of npu-smi's table could not be read (not missing)."),
     MetricSpec("npumon_npu_pci_devices", (), "NPUs on the PCI bus (Huawei vendor id, NPU device ids) in sysfs."),
 )
 
@@ -166,6 +178,7 @@ def export(snapshot: Snapshot, out: Families) -> None:
         return
     out.add("npumon_chips_expected", found["expected"])
     out.add("npumon_chips_missing", found["missing"])
+    out.add("npumon_chips_unreadable", found["unreadable"])
     out.add("npumon_npu_pci_devices", found["pci"])
 
 

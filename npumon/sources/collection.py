@@ -13,24 +13,27 @@ import threading
 import time
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-from ..config.schema import Config
+from ..logrepeat import Repeats
 from ..model import ChipSample, HostSample, Snapshot
-from .base import Parts, Source, SourceContext, SourceSpec, Tier
+from .base import AnyConfig, Parts, Source, SourceContext, SourceSpec, Tier
 from . import registry
 from .runner import CommandRunner
 from .target import Target
 
 log = logging.getLogger(__name__)
+_repeats = Repeats(log)  # a source failing the same way on every poll: one line per 10 minutes, with a count
 
 
 class SourceSet:
-    def __init__(self, config: Config, target: Target, clock: Callable[[], float] = time.time,
+    def __init__(self, config: AnyConfig, target: Target, clock: Callable[[], float] = time.time,
                  skip: Sequence[str] = (), specs: Optional[Sequence[SourceSpec]] = None, quick_pass: bool = False,
-                 max_concurrent: Optional[int] = None, one_pass: bool = False):
+                 max_concurrent: Optional[int] = None, one_pass: bool = False,
+                 sleep: Callable[[float], None] = time.sleep):
         """`skip`: names of sources to leave out (`check --no-probe`); `specs`: the source list (tests);
         `quick_pass`: for one quick pass of `npumon check`, where sources may ask less; `one_pass`: for
         `npumon check`, where sources keep no state across runs; `max_concurrent`:
-        npu-smi calls at a time (default: npu_smi_max_concurrent)."""
+        npu-smi calls at a time (default: npu_smi_max_concurrent); `sleep`: a source's wait within a poll (a test's
+        fake clock moves on instead)."""
         self.config = config
         self.target = target
         self.clock = clock
@@ -38,23 +41,27 @@ class SourceSet:
                                      max_concurrent or config.npu_smi_max_concurrent,
                                      env=target.env, priority_slots=1,
                                      spawn=target.spawn, max_output_bytes=config.npu_smi_max_output_bytes)
-        context = SourceContext(config, target, self.npu_smi, clock, quick_pass, one_pass)
+        context = SourceContext(config, target, self.npu_smi, clock, quick_pass, one_pass, sleep)
         self.sources: List[Source] = []
+        self._chip_sources: List[Source] = []  # those whose contribute makes the chips (SourceSpec.lists_chips)
         for spec in registry.SOURCES if specs is None else specs:
             if spec.name in skip:
                 continue
             source = spec.build(context)
             if source is not None:
                 self.sources.append(source)
+                if spec.lists_chips:
+                    self._chip_sources.append(source)
         self._tiers: Dict[str, Tuple[Tier, Source]] = {
             tier.name: (tier, source) for source in self.sources for tier in source.tiers()}
         self._hostname = target.host_name()
         self._lock = threading.Lock()
         self._polling: Dict[str, int] = {}
-        # The latest Snapshot built and how many polls had ended then: a poll that starts before another one
-        # ends takes its chips from it instead of building its own (tiers due together start together).
+        # The chips of the latest Snapshot (or chip list) built and how many polls had ended then: a poll that
+        # starts before another one ends takes them instead of building its own (tiers due together start
+        # together).
         self._ended_polls = 0
-        self._latest: Optional[Tuple[int, Snapshot]] = None
+        self._latest: Optional[Tuple[int, Tuple[ChipSample, ...]]] = None
 
     def close(self) -> None:
         """Kill the calls still running and refuse new ones, so that nothing outlives npumon."""
@@ -66,6 +73,10 @@ class SourceSet:
         """Every tier of every source, the primary first (0-second intervals are off)."""
         tiers = [tier for tier, _ in self._tiers.values()]
         return sorted(tiers, key=lambda tier: not tier.primary)
+
+    def shares_slots(self, tier: str) -> bool:
+        """Whether the tier's calls go through the shared npu-smi runner, and so wait for its slots."""
+        return getattr(self._tiers[tier][1], "runner", None) is self.npu_smi
 
     def primary(self) -> Tier:
         return self.tiers()[0]
@@ -84,13 +95,23 @@ class SourceSet:
                     del self._polling[tier]
                 self._ended_polls += 1
 
-    def _latest_chips(self) -> List[ChipSample]:
-        """The chips of a Snapshot built after the last poll ended (the one just built, or a new one)."""
+    def _latest_chips(self) -> Sequence[ChipSample]:
+        """The chips as they stand after the last poll ended: those of the Snapshot or chip list built since,
+        or else the chips the listing sources (npu-smi, DCMI) make now. No poll reads what the other sources
+        add to a chip (its network, faults, PCIe link), so they are not walked: that walk cost each poll about
+        as much as the poll itself."""
         with self._lock:
             latest = self._latest
-            if latest is not None and latest[0] == self._ended_polls:
-                return latest[1].chips
-        return self.snapshot().chips
+            ended_polls = self._ended_polls
+            if latest is not None and latest[0] == ended_polls:
+                return latest[1]
+        now = self.clock()
+        parts = Parts(time=now, host=HostSample(hostname=self._hostname))
+        for source in self._chip_sources:
+            parts = _guarded(source.name, source.contribute, parts, now) or parts
+        with self._lock:
+            self._latest = (ended_polls, parts.chips)
+        return parts.chips
 
     def polling(self) -> List[str]:
         """The tiers whose poll is running now."""
@@ -108,7 +129,7 @@ class SourceSet:
             statuses.update(_guarded(source.name, source.statuses, now) or {})
         snapshot = parts.snapshot(statuses)
         with self._lock:
-            self._latest = (ended_polls, snapshot)
+            self._latest = (ended_polls, parts.chips)
         return snapshot
 
     def collect_once(self, full: bool = True, also: Sequence[str] = (), within: Optional[float] = None) -> Snapshot:
@@ -135,6 +156,7 @@ def _guarded(what: str, func: Callable, *args):
     """A bug in one source must not take the others down: log it and go on without its part."""
     try:
         return func(*args)
-    except Exception:  # noqa: BLE001 - the contract says a source never raises; this is the net below it
-        log.exception("source %s failed", what)
+    except Exception as exc:  # noqa: BLE001 - the contract says a source never raises; this is the net below it
+        _repeats.log(logging.ERROR, "{} {}".format(what, type(exc).__name__), "source %s failed: %s: %s", what,
+                     type(exc).__name__, exc, exc=exc)
         return None

@@ -6,12 +6,20 @@ anything it started (children.py also finds the helpers that left the group), an
 
 Output is read as it comes, in chunks, up to `max_output_bytes` for stdout and stderr together: past it the
 call is killed and fails with "output over N bytes", so one runaway answer costs at most that much memory
-(npu-smi's largest real answers are some kilobytes: the 8-card main table is about 5 KB).
+(npu-smi's largest real answers are some kilobytes: the 8-card main table is about 5 KB). Output that is not
+text (a NUL byte anywhere, or a first chunk that is not UTF-8) is refused as it comes, with the call killed:
+"binary output (not text)", never decoded or parsed. An answer is held as bytes while it is read, then as
+one str (the bytes dropped as soon as it is decoded): about twice its size at the peak.
+
+A call that npumon's own stop or reload ended (killed by terminate_all, or refused once it ran) is marked
+`stopped`: it says nothing of the tool, so sources record it as no failure and log it at debug only.
 """
 
+import codecs
 import dataclasses
 import logging
 import os
+import re
 import selectors
 import shlex
 import signal
@@ -22,7 +30,9 @@ from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from ..childenv import child_environment
+from . import launch
 from .children import CALL_MARKER_ENV, call_marker, kill_call
+from .pool import CallPool
 
 log = logging.getLogger(__name__)
 
@@ -52,11 +62,12 @@ class CommandResult:
     started: bool = True  # False: no process was started (no free slot, shutting down, no time left)
     queue_seconds: float = 0.0  # how long the call waited for a free slot (not part of duration_seconds)
     cut_off: bool = False  # timed out at the caller's budget before its own deadline: it says nothing of npu-smi
+    stopped: bool = False  # killed or refused by npumon's own stop or reload (terminate_all): no failure of the tool
 
     @property
     def output(self) -> str:
         """npu-smi prints some errors on stdout and some on stderr; parsers look at both."""
-        if self.stderr.strip() and not self.stdout.strip():
+        if _blank(self.stdout) and not _blank(self.stderr):
             return self.stderr
         return self.stdout
 
@@ -67,14 +78,16 @@ class CommandResult:
         return self.returncode is not None and self.returncode < 0
 
     def describe_failure(self) -> str:
+        if self.stopped and not self.error:
+            return "stopped by npumon's own stop or reload"
         if self.error:
             return self.error
         if self.timed_out:
             return "timed out after {:.1f}s (process group killed)".format(self.duration_seconds)
         if self.killed_by_signal:
             return "killed by {} before it finished".format(_signal_name(-self.returncode))
-        first = (self.stderr.strip() or self.stdout.strip()).splitlines()
-        return "exit status {}{}".format(self.returncode, ": " + first[0][:200] if first else "")
+        first = _first_line(self.stderr) or _first_line(self.stdout)
+        return "exit status {}{}".format(self.returncode, ": " + first if first else "")
 
 
 # spawn(argv, env, timeout_seconds) -> CommandResult: runs one command in place of a subprocess
@@ -86,6 +99,9 @@ class CommandRunner:
 
     With `priority_slots`, `priority` calls (the main table) have that many slots of their own on top: however
     many ordinary calls hang, a priority call never waits for one of them.
+
+    `pool` has a thread per ordinary slot: a caller with many calls to make side by side (a tier that asks every
+    card or chip) runs them there, so that the threads follow the slots, not the number of chips or tiers.
 
     `spawn` replaces the subprocess for each call (the simulator answering in-process in tests); slots, the
     deadline and shutdown refusal still apply. It must return by the deadline it is given.
@@ -106,10 +122,11 @@ class CommandRunner:
         self.max_output_bytes = max_output_bytes
         self.max_concurrent = max_concurrent
         self._slots = threading.BoundedSemaphore(max_concurrent)
+        self.pool = CallPool(max_concurrent)
         self._priority_slots = threading.BoundedSemaphore(priority_slots) if priority_slots else self._slots
         self._extra_env = dict(env or {})
         self._live_lock = threading.Lock()
-        self._live: Dict["subprocess.Popen[bytes]", str] = {}  # running child -> its call marker
+        self._live: Dict[launch.Child, str] = {}  # running child -> its call marker
         self._closed = False
 
     def run(self, args: Sequence[str], timeout_seconds: Optional[float] = None,
@@ -133,7 +150,7 @@ class CommandRunner:
     def _run(self, argv: List[str], timeout_seconds: Optional[float], priority: bool, not_after: Optional[float],
              label: str) -> CommandResult:
         if self._closed:
-            return CommandResult(argv, None, "", "", 0.0, error="not run: npumon is shutting down", started=False)
+            return _refused(argv)
         if self.not_after is not None:  # the whole runner's budget (a one-shot check under --timeout)
             not_after = self.not_after if not_after is None else min(not_after, self.not_after)
         deadline = self.timeout_seconds if timeout_seconds is None else timeout_seconds
@@ -151,7 +168,9 @@ class CommandRunner:
             own_deadline = deadline
             if not_after is not None:
                 deadline = min(deadline, not_after - started)
-            if deadline <= 0:  # the slot came free just as the caller's budget ran out
+            if self._closed:  # terminate_all() ran while this call waited for its slot
+                result = _refused(argv, started - waited_from)
+            elif deadline <= 0:  # the slot came free just as the caller's budget ran out
                 result = CommandResult(argv, None, "", "", 0.0, queue_seconds=started - waited_from, started=False,
                                        error="not run: the caller's time budget ran out while it waited for a slot")
             else:
@@ -169,12 +188,14 @@ class CommandRunner:
         env = child_environment(self._extra_env)
         # A spawn may answer only some programs (the in-process simulator: its own); the others run for real.
         if self._spawn is not None and getattr(self._spawn, "handles", lambda argv: True)(argv):
-            return self._spawn(argv, env, deadline)
+            result = self._spawn(argv, env, deadline)
+            if _binary_text(result.stdout) or _binary_text(result.stderr):
+                return dataclasses.replace(result, returncode=None, stdout="", stderr="", error=BINARY_OUTPUT)
+            return result
         marker = call_marker()
+        env[CALL_MARKER_ENV] = marker  # child_environment made this dict for this call alone
         try:
-            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE, start_new_session=True,
-                                    env=dict(env, **{CALL_MARKER_ENV: marker}))
+            proc = launch.start(argv, env)
         except (OSError, subprocess.SubprocessError) as exc:
             return CommandResult(argv, None, "", "", time.monotonic() - started,
                                  error="cannot run {}: {}".format(argv[0], getattr(exc, "strerror", None) or exc))
@@ -200,12 +221,20 @@ class CommandRunner:
             with self._live_lock:
                 self._live.pop(proc, None)
         duration = time.monotonic() - started
+        if self._closed and (outcome != _ENDED or proc.returncode < 0):
+            # killed by terminate_all(): npumon stopped it, whatever the tool was doing
+            return CommandResult(argv, proc.returncode, "", "", duration, stopped=True)
         if outcome == _OVER_CAP:
             return CommandResult(argv, None, "", "", duration, error="output over {} bytes: stopped reading, "
                                  "process group killed".format(self.max_output_bytes))
+        if outcome == _BINARY:
+            return CommandResult(argv, None, "", "", duration, error=BINARY_OUTPUT)
         timed_out = outcome == _TIMED_OUT
-        return CommandResult(argv, None if timed_out else proc.returncode,
-                             _decode(out), _decode(err), duration, timed_out=timed_out)
+        stdout = _decode(out)
+        del out[:]  # the bytes go as soon as they are text: the answer is never held three times
+        stderr = _decode(err)
+        return CommandResult(argv, None if timed_out else proc.returncode, stdout, stderr, duration,
+                             timed_out=timed_out)
 
     def terminate_all(self) -> None:
         """On shutdown: kill the calls still running (their threads then reap them) and refuse new calls, so
@@ -215,15 +244,23 @@ class CommandRunner:
             live = list(self._live.items())
         for proc, marker in live:
             kill_call(proc.pid, marker)
+        self.pool.close()
 
 
-_ENDED, _TIMED_OUT, _OVER_CAP = "ended", "timed out", "over the cap"
+_ENDED, _TIMED_OUT, _OVER_CAP, _BINARY = "ended", "timed out", "over the cap", "binary"
+BINARY_OUTPUT = "binary output (not text): not parsed"
 
 
-def _read_bounded(proc: "subprocess.Popen[bytes]", until: float,
+def _refused(argv: List[str], queue_seconds: float = 0.0) -> CommandResult:
+    return CommandResult(argv, None, "", "", 0.0, error="not run: npumon is shutting down", started=False,
+                         queue_seconds=queue_seconds, stopped=True)
+
+
+def _read_bounded(proc: launch.Child, until: float,
                   limit: int) -> Tuple[str, bytearray, bytearray]:
-    """Read stdout and stderr as they come until both end, `until` (time.monotonic()) passes, or more than
-    `limit` bytes came: (_ENDED, _TIMED_OUT or _OVER_CAP, stdout, stderr). Past the cap nothing is kept."""
+    """Read stdout and stderr as they come until both end, `until` (time.monotonic()) passes, more than
+    `limit` bytes came, or a stream is not text: (_ENDED, _TIMED_OUT, _OVER_CAP or _BINARY, stdout, stderr).
+    Past the cap, and on binary output, nothing is kept."""
     out, err = bytearray(), bytearray()
     buffers = {proc.stdout.fileno(): out, proc.stderr.fileno(): err}  # type: ignore[union-attr]
     total = 0
@@ -242,11 +279,14 @@ def _read_bounded(proc: "subprocess.Popen[bytes]", until: float,
                 total += len(chunk)
                 if total > limit:
                     return _OVER_CAP, bytearray(), bytearray()
-                buffers[key.fd] += chunk
+                buffer = buffers[key.fd]
+                if _binary(chunk, first=not buffer):
+                    return _BINARY, bytearray(), bytearray()
+                buffer += chunk
     return _ENDED, out, err
 
 
-def _exited(proc: "subprocess.Popen[bytes]", until: float) -> bool:
+def _exited(proc: launch.Child, until: float) -> bool:
     """Whether the child exits by `until`, without reaping it: until it is reaped its pid (and so its process
     group id) cannot be reused, so the group can still be killed safely."""
     pause = 0.0005
@@ -263,7 +303,7 @@ def _exited(proc: "subprocess.Popen[bytes]", until: float) -> bool:
         pause = min(pause * 2, 0.05)
 
 
-def _reap(proc: "subprocess.Popen[bytes]") -> None:
+def _reap(proc: launch.Child) -> None:
     """Close our ends of the pipes (whatever still holds the other ends is dead or was not ours to find) and
     wait for the child, which has exited or was sent SIGKILL."""
     for pipe in (proc.stdout, proc.stderr):
@@ -288,6 +328,45 @@ def _signal_name(number: int) -> str:
 
 def _decode(data: Optional[bytes]) -> str:
     return (data or b"").decode("utf-8", errors="replace")
+
+
+def _binary(chunk: bytes, first: bool) -> bool:
+    """Whether a chunk of a stream shows the stream is not text: a NUL byte (no text tool prints one), or, in
+    its first chunk, bytes that are not UTF-8 (a sequence cut at the chunk's end is not counted). A stray
+    undecodable byte later in real text is only replaced when the answer is decoded."""
+    if b"\0" in chunk:
+        return True
+    if first:
+        try:
+            codecs.getincrementaldecoder("utf-8")().decode(chunk, final=False)
+        except UnicodeDecodeError:
+            return True
+    return False
+
+
+def _binary_text(text: str) -> bool:
+    """The same judgement for an answer that came already decoded (a `spawn` in place of the subprocess): a NUL,
+    or an undecodable byte (replaced by U+FFFD) within its first chunk."""
+    return "\0" in text or "\ufffd" in text[:READ_CHUNK_BYTES]
+
+
+def _blank(text: str) -> bool:
+    return not text or text.isspace()  # no stripped copy of a large answer
+
+
+_NON_SPACE = re.compile(r"\S")
+_LINE_END = re.compile(r"[\r\n\x0b\x0c\x1c-\x1e\x85\u2028\u2029]")
+FIRST_LINE_CHARS = 200
+
+
+def _first_line(text: str) -> str:
+    """The first non-blank line, at most FIRST_LINE_CHARS of it, without splitting (or copying) the whole text."""
+    found = _NON_SPACE.search(text)
+    if found is None:
+        return ""
+    head = text[found.start():found.start() + FIRST_LINE_CHARS]
+    end = _LINE_END.search(head)
+    return (head if end is None else head[:end.start()]).rstrip()
 
 
 class CallStats:
@@ -325,6 +404,8 @@ class LabelStats:
     buckets: List[int] = dataclasses.field(default_factory=lambda: [0] * len(DURATION_BUCKETS))
 
     def add(self, result: CommandResult) -> None:
+        if result.stopped:
+            return  # npumon's own stop or reload ended it: it tells nothing of the tool
         self.queue_seconds += result.queue_seconds
         if not result.started:
             self.not_started += 1

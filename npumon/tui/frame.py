@@ -10,6 +10,7 @@ import textwrap
 import time
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from ..sources.serving.view import serving_text
 from . import rows, widgets
 from .history import SERIES, History, parse_time
 from .keys import HELP, ViewState
@@ -79,6 +80,12 @@ def _title(document, state: ViewState, origin: str, error: Optional[str], now: f
     if document.get("driver_version"):
         second.append("driver {}".format(document["driver_version"]))
     lines.append(("  ".join(second), "dim"))
+    extra = facts.get("extra") if isinstance(facts.get("extra"), dict) else {}
+    serving = extra.get("serving") if isinstance(extra.get("serving"), dict) else None
+    depth = facts.get("serving_queue_depth")
+    text = serving_text(depth if isinstance(depth, (int, float)) else None, serving)
+    if text is not None:
+        lines.append(("serving " + text, "dim"))
     if error:
         lines.append(("! {} (showing the last reading)".format(error), "critical"))
     if document.get("error"):

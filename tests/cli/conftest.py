@@ -2,14 +2,11 @@
 
 import pytest
 
-from npumon.cli.main import main
-
 
 @pytest.fixture
-def run(capsys):
-    """`npumon ARGS...` in this process: (exit code, stdout, stderr)."""
+def run(cli):
+    """`npumon ARGS...` in this process (tests/conftest.py's `cli`): (exit code, stdout, stderr)."""
     def call(*args):
-        code = main(list(args))
-        captured = capsys.readouterr()
-        return code, captured.out, captured.err
+        result = cli(*args)
+        return result.returncode, result.stdout, result.stderr
     return call

@@ -1,7 +1,10 @@
-"""`npumon check` end to end: real subprocesses, a fake or simulated npu-smi, exit codes per the contract.
+"""`npumon check`: a fake or simulated npu-smi, exit codes per the contract.
 
-The simulated scenarios answer npu-smi in-process (tests/conftest.py), except the `e2e` ones, which run the
-simulator executable for every call as `npumon check --simulate` does outside the tests."""
+Most tests call the CLI's main() in-process (the `cli` fixture: the same exit code and output as the executable,
+without an interpreter start per call). The `e2e` ones, the wall-clock ones and the closed-pipe one run
+`python -m npumon.cli.main check` as a real process, and the `e2e` ones the simulator executable for every call,
+as `npumon check --simulate` does outside the tests; elsewhere simulated npu-smi answers in-process
+(tests/conftest.py)."""
 
 import json
 import os
@@ -78,11 +81,11 @@ def fake_host(tmp_path):
     return make
 
 
-def test_only_main_table_works_every_chip_listed_and_unsupported_in_sources(fake_host):
+def test_only_main_table_works_every_chip_listed_and_unsupported_in_sources(fake_host, cli):
     bus_ids = ["0000:C1:00.0", "0000:C2:00.0", "0000:81:00.0", "0000:82:00.0",
                "0000:01:00.0", "0000:02:00.0", "0000:41:00.0", "0000:42:00.0"]
     env, config = fake_host("info_910b3_8npu_v23.0.7.txt", bus_ids)
-    proc, _ = run_npumon("check", "--json", "--full", "--config", str(config), env=env)
+    proc = cli("check", "--json", "--full", "--config", str(config), env=env)
     doc = json.loads(proc.stdout)
     assert doc["schema"] == "npumon.check/v1"
     assert [(c["npu"], c["chip"]) for c in doc["chips"]] == [(n, 0) for n in range(8)]
@@ -102,9 +105,9 @@ def test_only_main_table_works_every_chip_listed_and_unsupported_in_sources(fake
     assert proc.returncode == 0
 
 
-def test_alarm_capture_is_critical_with_nagios_line(fake_host):
+def test_alarm_capture_is_critical_with_nagios_line(fake_host, cli):
     env, config = fake_host("info_310b4_ALARM_v23.0.0_fixture.txt")
-    proc, _ = run_npumon("check", "--config", str(config), env=env)
+    proc = cli("check", "--config", str(config), env=env)
     assert proc.returncode == 2, proc.stdout
     first_line = proc.stdout.splitlines()[0]
     assert first_line.startswith("NPU CRITICAL - ")
@@ -112,10 +115,10 @@ def test_alarm_capture_is_critical_with_nagios_line(fake_host):
     assert "|" in first_line and "'npu0_chip0_temp'=" in first_line
 
 
-def test_npu_smi_missing_is_unknown(tmp_path):
+def test_npu_smi_missing_is_unknown(tmp_path, cli):
     config = tmp_path / "npumon.yaml"
     config.write_text("npu_smi: /nonexistent/npu-smi\n")
-    proc, _ = run_npumon("check", "--config", str(config))
+    proc = cli("check", "--config", str(config))
     assert proc.returncode == 3
     assert proc.stdout.startswith("NPU UNKNOWN - npu-smi not found")
     assert "Traceback" not in proc.stderr
@@ -126,14 +129,14 @@ def test_npu_smi_missing_is_unknown(tmp_path):
     "pol:\n  table_seconds: 5\n",
     "poll: [1, 2\n",
 ])
-def test_bad_config_is_one_line_unknown(tmp_path, text):
+def test_bad_config_is_one_line_unknown(tmp_path, text, cli):
     config = tmp_path / "bad.yaml"
     config.write_text(text)
-    proc, _ = run_npumon("check", "--simulate", "--config", str(config))
+    proc = cli("check", "--simulate", "--config", str(config))
     assert proc.returncode == 3
     assert proc.stdout.count("\n") == 1 and str(config) in proc.stdout
     assert "Traceback" not in proc.stderr
-    proc, _ = run_npumon("check", "--json", "--config", str(config))
+    proc = cli("check", "--json", "--config", str(config))
     assert proc.returncode == 3 and json.loads(proc.stdout)["status"] == "unknown"
 
 
@@ -153,11 +156,18 @@ def test_bad_config_is_one_line_unknown(tmp_path, text):
     ("health-critical", 2, {"health-critical", "health-unknown"}),
     ("load-imbalance", 1, {"load-imbalance"}),
     ("board-incompatible", 2, {"board-incompatible"}),
+    # the hung chip at 0 % among busy ones is also an imbalance (`for:` does not hold back one pass)
+    ("hung-chip", 2, {"chip-hung", "load-imbalance"}),
+    ("dstate-hang", 2, {"chip-dstate", "load-imbalance"}),
 ])
-def test_scenario_exit_code_and_findings(scenario, code, rules):
+def test_scenario_exit_code_and_findings(request, cli, scenario, code, rules):
     # The probe, the board and usages (memory bandwidth) are not in the quick default pass: those need --full.
-    full = ["--full"] if scenario in ("probe-failure", "board-incompatible", "memory-bound") else []
-    proc, _ = run_npumon("check", "--json", "--simulate={}".format(scenario), *full)
+    # The processes' CPU time and state (chip-hung, chip-dstate) too.
+    full = ["--full"] if scenario in ("probe-failure", "board-incompatible", "memory-bound", "hung-chip",
+                                      "dstate-hang") else []
+    args = ("check", "--json", "--simulate={}".format(scenario), *full)
+    # the e2e case runs the executable, and it the simulator's, as a user does; the others main() in-process
+    proc = run_npumon(*args)[0] if request.node.get_closest_marker("e2e") else cli(*args)
     doc = json.loads(proc.stdout)
     assert proc.returncode == code, (proc.stdout[-2000:], proc.stderr[-2000:])
     assert doc["status"] == ["ok", "warning", "critical"][code]
@@ -166,20 +176,21 @@ def test_scenario_exit_code_and_findings(scenario, code, rules):
     assert all(finding["hint"] for finding in doc["findings"])
 
 
-def test_unsupported_scenario_reports_every_query_in_sources():
-    proc, _ = run_npumon("check", "--json", "--simulate=unsupported", "--full")
+def test_unsupported_scenario_reports_every_query_in_sources(cli):
+    proc = cli("check", "--json", "--simulate=unsupported", "--full")
     doc = json.loads(proc.stdout)
     assert doc["sources"]["npu-smi"]["ok"] is True
     unsupported = {name for name, source in doc["sources"].items() if source["unsupported"]}
     # identity asks `-t board -i N -c C`, refused like every -t query; its `info -m` still gives the ids
-    assert unsupported == {"npu-smi:" + q for q in ("usages", "power", "health", "ecc", "board", "identity")}
+    assert unsupported == {"npu-smi:" + q for q in ("usages", "power", "health", "ecc", "board", "identity",
+                                                    "hccs", "hccs_bw", "sio")}
     assert len(doc["chips"]) == 8 and all(chip["temperature_celsius"] is not None for chip in doc["chips"])
     assert [chip["device_id"] for chip in doc["chips"]] == list(range(8))
 
 
-def test_healthy_scenario_on_every_product():
+def test_healthy_scenario_on_every_product(cli):
     for product, chips in (("atlas-800i-a2", 8), ("atlas-a3", 16), ("atlas-300i-duo", 4), ("atlas-200i-a2", 1)):
-        proc, _ = run_npumon("check", "--json", "--simulate", "--sim-product", product)
+        proc = cli("check", "--json", "--simulate", "--sim-product", product)
         doc = json.loads(proc.stdout)
         assert proc.returncode == 0, (product, doc["findings"])
         assert len(doc["chips"]) == chips, product
@@ -202,20 +213,21 @@ def _sim_children(under: Path):
 
 
 @pytest.mark.e2e
+@pytest.mark.slow  # a wall-clock bound around a process start and exit: a loaded machine breaks it
 def test_hang_returns_unknown_within_the_deadline_and_leaves_no_process(tmp_path):
     config = tmp_path / "npumon.yaml"
-    config.write_text("npu_smi_timeout_seconds: 3\n")
+    config.write_text("npu_smi_timeout_seconds: 1\n")
     env = dict(os.environ, TMPDIR=str(tmp_path))  # the simulation's state directory lands under tmp_path
     proc, elapsed = run_npumon("check", "--simulate=hang", "--config", str(config), env=env)
     assert proc.returncode == 3, proc.stdout
-    assert elapsed < 3 + 2, elapsed
-    assert proc.stdout.startswith("NPU UNKNOWN - cannot read npu-smi: timed out after 3.0s")
+    assert elapsed < 1 + 4, elapsed  # the deadline, then a 2x margin on a start and an exit (about 1 s each)
+    assert proc.stdout.startswith("NPU UNKNOWN - cannot read npu-smi: timed out after 1.0s")
     time.sleep(0.2)
     assert _sim_children(tmp_path) == []
 
 
-def test_garbage_is_unknown_with_a_clear_message():
-    proc, _ = run_npumon("check", "--json", "--simulate=garbage")
+def test_garbage_is_unknown_with_a_clear_message(cli):
+    proc = cli("check", "--json", "--simulate=garbage")
     doc = json.loads(proc.stdout)
     assert proc.returncode == 3
     assert doc["status"] == "unknown"
@@ -224,27 +236,28 @@ def test_garbage_is_unknown_with_a_clear_message():
     assert "Traceback" not in proc.stderr
 
 
-def test_unknown_scenario_is_one_line_unknown():
-    proc, _ = run_npumon("check", "--simulate=no-such-scenario")
+def test_unknown_scenario_is_one_line_unknown(cli):
+    proc = cli("check", "--simulate=no-such-scenario")
     assert proc.returncode == 3
     assert proc.stdout.startswith("NPU UNKNOWN - ") and proc.stdout.count("\n") == 1
 
 
 # -- as an NRPE plugin: a quick default pass, a timeout, a status line within 1 KiB ---------------------------
 
-def test_the_default_pass_reads_the_quick_tiers_and_full_reads_every_tier():
-    quick, _ = run_npumon("check", "--json", "--simulate")
+def test_the_default_pass_reads_the_quick_tiers_and_full_reads_every_tier(cli):
+    quick = cli("check", "--json", "--simulate")
     # kmsg: the simulated host's kernel log; chip-count: the expected-chip-count check
     assert set(json.loads(quick.stdout)["sources"]) == {"npu-smi", "npu-smi:health", "npu-smi:ecc", "host",
                                                         "serving-queue", "kmsg", "chip-count"}
     # every source the pass read says when: health with nothing to ask (all chips OK in the table) included
     assert all(status["last_success"] for status in json.loads(quick.stdout)["sources"].values())
-    full, _ = run_npumon("check", "--json", "--simulate", "--full")
+    full = cli("check", "--json", "--simulate", "--full")
     assert set(json.loads(full.stdout)["sources"]) >= {"npu-smi:usages", "npu-smi:power", "npu-smi:board", "probe"}
-    probed, _ = run_npumon("check", "--json", "--simulate", "--probe")
+    probed = cli("check", "--json", "--simulate", "--probe")
     assert "probe" in json.loads(probed.stdout)["sources"] and "npu-smi:board" not in json.loads(probed.stdout)["sources"]
 
 
+@pytest.mark.slow  # NRPE's budget in wall time: a 2 s --timeout, bounded at 4 s around a process start
 def test_npu_smi_calls_stop_before_the_timeout_so_a_hung_npu_smi_is_unknown_in_time(tmp_path):
     config = tmp_path / "npumon.yaml"
     config.write_text("npu_smi_timeout_seconds: 30\n")  # npu-smi's own deadline is far away: --timeout decides
@@ -252,9 +265,10 @@ def test_npu_smi_calls_stop_before_the_timeout_so_a_hung_npu_smi_is_unknown_in_t
     assert proc.returncode == 3 and elapsed < 2 + 2, elapsed
     assert proc.stdout.startswith("NPU UNKNOWN - cannot read npu-smi: timed out after 1.0s")
     bad, _ = run_npumon("check", "--simulate", "--timeout", "0")
-    assert bad.returncode == 2 and "--timeout: must be a number of seconds above 0" in bad.stderr
+    assert bad.returncode == 3 and "--timeout: must be a number of seconds above 0" in bad.stdout
 
 
+@pytest.mark.slow  # NRPE's budget in wall time: waits out a 4 s --timeout, bounded at 7 s around a process start
 def test_at_the_timeout_it_prints_what_it_has_and_names_what_it_still_waited_for(tmp_path):
     # The probe's child has a deadline of its own (30 s here), beyond the check's: the timeout ends the check.
     config = tmp_path / "npumon.yaml"
@@ -266,6 +280,7 @@ def test_at_the_timeout_it_prints_what_it_has_and_names_what_it_still_waited_for
     assert "8 chips" in proc.stdout  # the table of what was read follows
 
 
+@pytest.mark.slow  # hardware speed in wall time: every npu-smi call takes 1 s, the pass must end within 11 s
 def test_healthy_at_one_second_per_npu_smi_call_is_ok_within_the_timeout(tmp_path):
     scenario = tmp_path / "healthy-slow.yaml"
     healthy = Path(npumon.sim.scenario.SCENARIO_DIR) / "healthy.yaml"
@@ -278,6 +293,7 @@ def test_healthy_at_one_second_per_npu_smi_call_is_ok_within_the_timeout(tmp_pat
     assert doc["sources"]["npu-smi:health"]["error"] is None
 
 
+@pytest.mark.slow  # NRPE's budget in wall time: 3 s calls against a 6 s --timeout, bounded at 8 s
 def test_a_pass_that_could_not_make_every_call_in_time_is_unknown_not_ok(tmp_path):
     scenario = tmp_path / "healthy-slower.yaml"
     healthy = Path(npumon.sim.scenario.SCENARIO_DIR) / "healthy.yaml"
@@ -290,8 +306,8 @@ def test_a_pass_that_could_not_make_every_call_in_time_is_unknown_not_ok(tmp_pat
     assert doc["sources"]["npu-smi:ecc"]["left_out"] > 0 and len(doc["chips"]) == 8  # what was read is shown
 
 
-def test_the_status_line_of_a_16_chip_host_fits_nrpe_and_uses_nagios_units():
-    proc, _ = run_npumon("check", "--simulate", "--sim-product", "atlas-a3")
+def test_the_status_line_of_a_16_chip_host_fits_nrpe_and_uses_nagios_units(cli):
+    proc = cli("check", "--simulate", "--sim-product", "atlas-a3")
     line = proc.stdout.splitlines()[0]
     assert proc.returncode == 0 and len(line.encode()) <= 1024
     summary, perf = line.split(" | ")
@@ -314,17 +330,17 @@ def test_a_reader_that_closes_the_pipe_early_does_not_change_the_verdict():
     assert check.returncode == 2 and head.stdout == "{\n" and b"Traceback" not in errors, errors
 
 
-def test_quick_check_takes_chip_ids_from_the_file_a_full_pass_left(tmp_path):
+def test_quick_check_takes_chip_ids_from_the_file_a_full_pass_left(tmp_path, cli):
     """The quick pass never asks `info -m` or a per-chip `-t board` (too slow for NRPE on a real host): it reads
     the ids the daemon or a `--full` check wrote to <state_dir>/npu-smi-identity.json."""
     config = tmp_path / "npumon.yaml"
     config.write_text("state_dir: {}\n".format(tmp_path / "state"))
-    quick, _ = run_npumon("check", "--json", "--simulate", "--config", str(config))
+    quick = cli("check", "--json", "--simulate", "--config", str(config))
     assert [chip["device_id"] for chip in json.loads(quick.stdout)["chips"]] == [None] * 8  # no file yet
-    full, _ = run_npumon("check", "--json", "--simulate", "--full", "--timeout", "30", "--config", str(config))
+    full = cli("check", "--json", "--simulate", "--full", "--timeout", "30", "--config", str(config))
     full_chips = json.loads(full.stdout)["chips"]
     assert (tmp_path / "state" / "npu-smi-identity.json").exists()
-    quick, _ = run_npumon("check", "--json", "--simulate", "--config", str(config))
+    quick = cli("check", "--json", "--simulate", "--config", str(config))
     chips = json.loads(quick.stdout)["chips"]
     assert [chip["device_id"] for chip in chips] == list(range(8))
     assert [(chip["vdie_id"], chip["phy_id"]) for chip in chips] == [(chip["vdie_id"], None) for chip in full_chips]

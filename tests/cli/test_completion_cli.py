@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from npumon.cli.main import build_parser
-from npumon.cli.completion import bash_script
+from npumon.cli.completion import bash_script, fish_script, zsh_script
 from npumon.cli.manpage import man_page
 from npumon.cli.parser_walk import walk
 from npumon.sim import list_scenarios
@@ -59,7 +59,7 @@ def test_every_command_and_option_of_the_parser_is_in_both(script):
     commands = walk(parser)
     with open(script, encoding="utf-8") as handle:
         completion = handle.read()
-    options_table = completion.split("declare -A _npumon_opts=(\n")[1].split("\n)\n")[0].splitlines()
+    options_table = completion.split("declare -gA _npumon_opts=(\n")[1].split("\n)\n")[0].splitlines()
     options_of = {line.split("]=")[0].strip(" ['"): line.split("]=")[1].strip("'").split() for line in options_table}
     page = man_page(parser)
     for command in commands[1:]:
@@ -115,3 +115,41 @@ def test_the_commands_print_what_the_generators_make(capsys, monkeypatch):
     assert capsys.readouterr().out == man_page(build_parser(), date="2026-01-01")
     assert main(["completion", "bash"]) == 0
     assert capsys.readouterr().out == bash_script(build_parser())
+
+
+@pytest.mark.skipif(shutil.which("zsh") is None, reason="zsh is not installed")
+def test_zsh_completes_through_bashcompinit(tmp_path):
+    script = tmp_path / "npumon.zsh"
+    script.write_text(zsh_script(build_parser()))
+    # zsh's bash layer fills COMP_WORDS from zsh's words; here as it would, then the function is called
+    program = ('autoload -U compinit && compinit -u -D; source "$1"; shift; COMP_WORDS=("$@"); '
+               'COMP_CWORD=$(($# - 1)); _npumon; print -l -- "${COMPREPLY[@]}"')
+
+    def offered(*words):
+        proc = subprocess.run(["zsh", "-f", "-c", program, "zsh", str(script), *words], capture_output=True,
+                              text=True, timeout=60)
+        assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+        return [line for line in proc.stdout.splitlines() if line]
+
+    assert offered("npumon", "control", "") == ["status", "fan", "power"]
+    # zsh's compgen offers every word and its compadd keeps those that match what is typed
+    assert "--timeout" in offered("npumon", "check", "--timeo") and "status" not in offered("npumon", "check", "")
+    assert offered("npumon", "check", "--log-level", "") == ["debug", "info", "warning", "error"]
+
+
+@pytest.mark.skipif(shutil.which("fish") is None, reason="fish is not installed")
+def test_fish_completes_commands_options_and_values(tmp_path):
+    script = tmp_path / "npumon.fish"
+    script.write_text(fish_script(build_parser()))
+
+    def offered(line):
+        proc = subprocess.run(["fish", "--no-config", "-c", "source $argv[1]; complete -C $argv[2]", str(script),
+                               line], capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+        return [entry.split("\t")[0] for entry in proc.stdout.splitlines()]
+
+    assert offered("npumon control ") == ["fan", "power", "status"]
+    assert "--timeout" in offered("npumon check --time")
+    assert offered("npumon check --log-level ") == ["debug", "error", "info", "warning"]
+    assert "overheat" in offered("npumon check --simulate ")
+    assert "status" not in offered("npumon check ")  # control's subcommands only under control

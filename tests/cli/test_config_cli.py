@@ -7,6 +7,7 @@ import re
 import pytest
 
 from npumon.config.location import CONFIG_ENV, DEFAULT_CONFIG_PATH
+from npumon.config.schema import STATE_DIR_ENV
 from paths import REPO
 from recording_server import RecordingServer
 
@@ -89,7 +90,8 @@ def test_config_check_ok_and_the_default_file_and_rule_files(default_file, tmp_p
     assert code == 2 and len(out.splitlines()) == 1 and str(rules) in out
 
 
-def test_config_show_fills_in_defaults_and_masks_secrets(tmp_path, run):
+def test_config_show_fills_in_defaults_and_masks_secrets(tmp_path, run, monkeypatch):
+    monkeypatch.delenv(STATE_DIR_ENV)  # the built-in default, not the test's own state dir (nothing is written)
     path = tmp_path / "npumon.yaml"
     path.write_text("poll:\n  table_seconds: 5\nnotify:\n  receivers:\n"
                     "    - {{name: robot, type: dingtalk, url: 'https://oapi.example/robot?access_token={0}', "

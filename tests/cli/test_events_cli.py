@@ -2,6 +2,7 @@
 error with exit code 2 for every mistake."""
 
 import json
+import os
 import time
 
 import pytest
@@ -95,7 +96,8 @@ def test_no_events(capsys, config, store):
     (["--limit", "ten"], "npumon: --limit: expected a whole number 0 or more, got 'ten'"),
     (["--kind", "fired"], "npumon: --kind: unknown kind 'fired' (known: finding_fired, finding_resolved, "
                           "finding_acknowledged, health_changed, error_code_new, chip_appeared, chip_disappeared, "
-                          "control_action, control_refused, probe_failed, notification_failed, host_rebooted)"),
+                          "control_action, control_refused, probe_failed, notification_failed, host_rebooted, "
+                          "diag_completed, handoff_action, handoff_problem, verdict_changed)"),
 ])
 def test_events_bad_arguments_are_one_line(capsys, config, store, args, message):
     assert run(capsys, "events", "-c", config, *args) == (2, "", message + "\n")
@@ -195,3 +197,28 @@ def test_ack_json(capsys, config, store):
                                               "summary": "ecc-uncorrectable summary", "already_acknowledged": False}]
     code, out, _ = run(capsys, "ack", "-c", config, "--all", "--json")
     assert [row["already_acknowledged"] for row in json.loads(out)] == [True]
+
+
+def test_a_history_this_user_cannot_open_says_permission_denied(run, tmp_path, monkeypatch):
+    config = tmp_path / "npumon.yaml"
+    config.write_text("state_dir: {}\n".format(tmp_path / "state"))
+    history = str(tmp_path / "state" / "events.sqlite")
+    real_stat = os.stat
+
+    def closed_directory(path, *args, **kwargs):  # what a non-root user meets in a 0750 state dir
+        if str(path) == history:
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_stat(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "stat", closed_directory)
+    for args in (["events"], ["ack", "health-critical", "npu0/chip0"]):
+        code, out, err = run(*args, "--config", str(config))
+        assert (code, out) == (2, "") and err == "npumon: {}: permission denied: its directory is closed to this " \
+                                                 "user (run as root or as the user npumon runs as)\n".format(history)
+    monkeypatch.setattr(os, "stat", real_stat)
+    (tmp_path / "state").mkdir()
+    open(history, "w").close()
+    monkeypatch.setattr(os, "access", lambda path, mode: False)
+    code, _, err = run("events", "--config", str(config))
+    assert code == 2 and err.endswith("events.sqlite: permission denied: this user cannot read it (run as root or as "
+                                      "the user npumon runs as)\n")

@@ -66,3 +66,23 @@ def test_the_start_up_line_gives_the_address_and_alerts_name_the_host_status_nam
 def test_the_version_answers_to_dash_capital_v():
     proc = subprocess.run([sys.executable, "-m", "npumon.cli.main", "-V"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0 and proc.stdout.startswith("npumon ") and proc.stdout.split()[1][0].isdigit()
+
+
+@pytest.mark.parametrize("scenario", ["health-critical", "health-alarm", "hbm-ecc-fault"])
+def test_one_recommendation_per_chip_and_no_hint_contradicts_itself(run, scenario):
+    code, out, _ = run("check", "--simulate=" + scenario, "--timeout", "30", "--json")
+    chips = {}
+    for finding in json.loads(out)["findings"]:
+        if finding["subject"] != "host" and finding.get("repair_action"):
+            chips.setdefault(finding["subject"], []).append(finding)
+            strong = finding["repair_action"] not in ("none", "restart_workload")
+            assert not (strong and "stays in service" in finding["hint"]), finding
+            assert finding["hint"].count("Recommended") == 1, finding
+    assert chips and all(len({f["repair_action"] for f in found}) == 1 for found in chips.values())
+    if scenario == "health-critical":  # "probably unusable": at least a reset, not a retry of the request
+        assert chips["npu2/chip0"][0]["repair_action"] == "reset_npu"
+        assert "AIV" in chips["npu2/chip0"][0]["hint"] and "HBM" not in chips["npu2/chip0"][0]["hint"]
+    if scenario == "hbm-ecc-fault":
+        # the kernel log's fault lines are the chip's too (attributed by their code), and so share its one action
+        assert {f["rule"] for f in chips["npu3/chip0"]} == {"health-alarm", "ecc-uncorrectable", "driver-fault-repeating",
+                                                           "driver-transient-fault"}

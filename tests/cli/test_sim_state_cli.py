@@ -9,8 +9,9 @@ import sys
 
 import pytest
 
-from npumon.config.location import for_simulation
-from npumon.config.schema import Config
+from npumon.config.schema import STATE_DIR_ENV
+from npumon.settings import Config
+from npumon.sim.target import simulation_config
 
 
 @pytest.fixture
@@ -38,10 +39,11 @@ def test_history_commands_never_read_the_real_host_for_a_simulation(run):
                                         "--sim-state DIR")
 
 
-def test_a_state_dir_chosen_in_the_config_is_kept(tmp_path):
+def test_a_state_dir_chosen_in_the_config_is_kept(tmp_path, monkeypatch):
+    monkeypatch.delenv(STATE_DIR_ENV)  # the built-in default, /var/lib/npumon, is the one a simulation avoids
     chosen = Config(state_dir=str(tmp_path / "mine"))
-    assert for_simulation(chosen, "/tmp/sim") is chosen
-    assert for_simulation(Config(state_dir="/var/lib/npumon/"), "/tmp/sim").state_dir == "/tmp/sim/npumon-state"
+    assert simulation_config(chosen, "/tmp/sim") is chosen
+    assert simulation_config(Config(state_dir="/var/lib/npumon/"), "/tmp/sim").state_dir == "/tmp/sim/npumon-state"
 
 
 def _private_var_lib_npumon_available() -> bool:
@@ -50,16 +52,19 @@ def _private_var_lib_npumon_available() -> bool:
 
 @pytest.mark.integration
 @pytest.mark.skipif(not _private_var_lib_npumon_available(), reason="needs root and unshare(1) for a private mount")
-def test_no_simulated_command_creates_anything_under_var_lib_npumon(tmp_path, control_on):
-    """Each command runs in a mount namespace whose /var/lib/npumon is a fresh empty tmpfs; afterwards it
+def test_no_simulated_command_creates_anything_under_var_lib_npumon(tmp_path, control_on, monkeypatch):
+    """Each command runs in a mount namespace whose /var/lib is a fresh empty tmpfs; afterwards /var/lib/npumon
     must still be empty. The commands are the ones that record: control (refused and dry-run actions are
-    audited), check, and the daemon itself."""
+    audited), check, and the daemon itself. They run with the built-in default state_dir, not the test's."""
+    monkeypatch.delenv(STATE_DIR_ENV)
     npumon = "{} -m npumon.cli.main".format(sys.executable)
     dry_run = tmp_path / "dry.yaml"
     dry_run.write_text("control:\n  enabled: true\n  dry_run: true\n")
     script = "\n".join([
         "set -u",
-        "mkdir -p /var/lib/npumon && mount -t tmpfs tmpfs /var/lib/npumon || exit 99",
+        # /var/lib itself gets the tmpfs: creating /var/lib/npumon on the host to mount over would be the very
+        # change to the host's state that the suite's guard (tests/state_guard.py) fails on.
+        "mount -t tmpfs tmpfs /var/lib && mkdir /var/lib/npumon || exit 99",
         "{} control fan --duty 60 --simulate --config {}".format(npumon, control_on),
         "{} control power quiet --simulate --sim-product atlas-200i-a2 --config {}".format(npumon, dry_run),
         "{} control power quiet --simulate --config {}".format(npumon, control_on),

@@ -1,5 +1,6 @@
-"""`npumon top` end to end: real subprocesses on the simulated host, a real daemon over loopback HTTP, and the
-live screen in a real terminal (tmux), read back with `capture-pane`."""
+"""`npumon top` on the simulated host and against a real daemon over loopback HTTP: one `--once` as a real
+subprocess, the other plain-output tests through main() in-process (the `cli` fixture), and the live screen in a
+real terminal (tmux), read back with `capture-pane`."""
 
 import os
 import re
@@ -35,23 +36,23 @@ def test_once_prints_every_chip_the_finding_with_its_hint_and_the_sources():
     assert "q quit" not in screen  # the key line is for the live screen only
 
 
-def test_once_sorts_and_filters_as_asked():
-    proc = npumon("top", "--simulate=overheat", "--once", "--sort", "temp", "--filter", "npu1/chip0")
+def test_once_sorts_and_filters_as_asked(cli):
+    proc = cli("top", "--simulate=overheat", "--once", "--sort", "temp", "--filter", "npu1/chip0")
     assert proc.returncode == 0
     assert [CHIP_ROW.match(line).group(1) for line in chip_rows(proc.stdout)] == ["1"]
     assert "filter: npu1/chip0 (1 of 8 chips)" in proc.stdout
 
 
-def test_without_a_terminal_it_prints_a_plain_table_every_interval():
+def test_without_a_terminal_it_prints_a_plain_table_every_interval(cli):
     started = time.monotonic()
-    proc = npumon("top", "--simulate", "--interval", "0.5", "--count", "3")
+    proc = cli("top", "--simulate", "--interval", "0.5", "--count", "3")
     assert proc.returncode == 0, proc.stderr
     frames = proc.stdout.split("\n\nnpumon top | ")
     assert len(frames) == 3 and all(len(chip_rows(frame)) == 8 for frame in frames)
     assert time.monotonic() - started >= 1.0  # three frames 0.5 s apart
 
 
-def test_reads_a_running_daemon_and_the_daemon_exports_process_memory(daemons, tmp_path):
+def test_reads_a_running_daemon_and_the_daemon_exports_process_memory(daemons, tmp_path, cli):
     config = tmp_path / "npumon.yaml"
     config.write_text("exporter:\n  process_series_per_chip: 0\n")
     daemon = daemons("--simulate", "--listen", "127.0.0.1:0", "--config", str(config))
@@ -59,7 +60,7 @@ def test_reads_a_running_daemon_and_the_daemon_exports_process_memory(daemons, t
     deadline = time.monotonic() + 30
     while daemon.get("/status").json().get("error") and time.monotonic() < deadline:
         time.sleep(0.2)  # the first poll has not finished
-    proc = npumon("top", "--url", daemon.url("/status"), "--once")
+    proc = cli("top", "--url", daemon.url("/status"), "--once")
     assert proc.returncode == 0, proc.stderr
     assert len(chip_rows(proc.stdout)) == 8 and daemon.url("/status") in proc.stdout.splitlines()[0]
     metrics = daemon.get("/metrics").text
@@ -68,8 +69,8 @@ def test_reads_a_running_daemon_and_the_daemon_exports_process_memory(daemons, t
     assert re.search(r'^npumon_chip_process_memory_other_bytes\{chip="0",npu="0"\} [1-9]', metrics, re.M)
 
 
-def test_a_daemon_that_is_not_there_or_is_not_npumon_is_one_line(tmp_path):
-    proc = npumon("top", "--url", "http://127.0.0.1:1/status", "--once")
+def test_a_daemon_that_is_not_there_or_is_not_npumon_is_one_line(cli):
+    proc = cli("top", "--url", "http://127.0.0.1:1/status", "--once")
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr == ("npumon top: cannot read http://127.0.0.1:1/status: connection refused "
                            "(is `npumon run` up?)\n")
@@ -81,15 +82,15 @@ def test_a_daemon_that_is_not_there_or_is_not_npumon_is_one_line(tmp_path):
     (["--probe"], "--probe needs --local or --simulate"),
     (["--simulate=no-such-scenario", "--once"], "no-such-scenario"),
 ])
-def test_bad_usage_is_one_line(args, message):
-    proc = npumon("top", *args)
+def test_bad_usage_is_one_line(args, message, cli):
+    proc = cli("top", *args)
     assert proc.returncode == 2 and proc.stdout == ""
     assert len(proc.stderr.splitlines()) == 1 and message in proc.stderr and "Traceback" not in proc.stderr
 
 
 @pytest.mark.parametrize("value", ["0.1", "61", "nan", "x"])
-def test_interval_out_of_range_is_refused(value):
-    proc = npumon("top", "--simulate", "--interval", value)
+def test_interval_out_of_range_is_refused(value, cli):
+    proc = cli("top", "--simulate", "--interval", value)
     assert proc.returncode == 2 and "--interval: must be a number of seconds from 0.5 to 60" in proc.stderr
 
 

@@ -3,8 +3,8 @@
 import pytest
 
 from npumon.config.errors import ConfigError
-from npumon.config.load import load_config, parse_config
-from npumon.config.schema import Config
+from npumon.config.schema import DEFAULT_STATE_DIR, STATE_DIR_ENV
+from npumon.settings import Config, load_config, parse_config
 from npumon.outputs.web import parse_listen
 
 
@@ -23,6 +23,15 @@ def test_defaults_and_empty_file(tmp_path):
     path = tmp_path / "empty.yaml"
     path.write_text("")
     assert load_config(str(path)).npu_smi == "npu-smi"
+
+
+def test_state_dir_defaults_to_npumon_state_dir_when_set_and_a_file_still_wins(monkeypatch, tmp_path):
+    monkeypatch.delenv(STATE_DIR_ENV)
+    assert Config().state_dir == DEFAULT_STATE_DIR == "/var/lib/npumon"
+    monkeypatch.setenv(STATE_DIR_ENV, str(tmp_path / "state"))
+    assert Config().state_dir == str(tmp_path / "state")
+    assert parse_config("log_level: debug\n", "FILE").state_dir == str(tmp_path / "state")
+    assert parse_config("state_dir: /srv/npumon\n", "FILE").state_dir == "/srv/npumon"
 
 
 def test_values_are_converted():
@@ -55,6 +64,8 @@ def test_values_are_converted():
     ("exporter:\n  listen: localhost\n", "FILE:2: exporter.listen: listen address 'localhost' has no port"),
     ("rule_files: /etc/rules.yaml\n", "FILE:1: rule_files: expected a list"),
     ("log_level: info\ncheck_max_concurrent: 0\n", "FILE:2: check_max_concurrent: must be at least 1"),
+    ("kubernetes:\n  max_message_bytes: 0\n", "FILE:2: kubernetes.max_message_bytes: must be greater than 0 and "
+     "at most 67108864 (64 MiB)"),
 ])
 def test_errors_name_file_line_and_key(tmp_path, text, expected):
     assert _error(text, tmp_path).startswith(expected)

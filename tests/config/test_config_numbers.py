@@ -3,7 +3,7 @@
 import pytest
 
 from npumon.config.errors import ConfigError
-from npumon.config.load import config_problems, parse_config
+from npumon.settings import config_problems, parse_config
 
 
 def test_an_exponent_is_the_number_it_means():

@@ -2,11 +2,11 @@
 before the first poll, and the pure helpers; plus the systemd notify and journal plumbing."""
 
 import datetime
+import io
 import logging
 import os
 import re
 import socket
-import subprocess
 import sys
 import threading
 import time
@@ -14,16 +14,17 @@ import time
 import pytest
 import requests
 
+from npumon.sim.target import simulated_target
 import npumon.daemon.daemon as daemon_module
 import npumon.daemon.state as state_module
 import npumon.sources.npusmi.source as npusmi_source
 from daemon_harness import WatchdogListener, wait_until
-from npumon.sources.target import Target
-from npumon.config.load import parse_config
+from npumon.settings import parse_config
 from npumon.daemon.daemon import Daemon
 from npumon.daemon.state import (DaemonState, StartupError, collection_settings, judge_health, progress_deadline,
                                  status_line)
 from npumon.model import ChipSample, Finding, HostSample, Snapshot, SourceStatus
+from npumon.cli.common import setup_logging
 from npumon.daemon.sdnotify import JournalFormatter, Notifier, stderr_is_journal
 from npumon.sim import prepare_simulation, set_scenario
 
@@ -45,8 +46,7 @@ poll:
 def sim(tmp_path):
     def make(scenario="healthy"):
         simulation = prepare_simulation(str(tmp_path / "sim"), scenario)
-        return Target(simulation.npu_smi_argv, simulation.env, simulation.root, simulated=True,
-                      spawn=simulation.spawn)
+        return simulated_target(simulation)
     return make
 
 
@@ -179,8 +179,7 @@ def test_a_slow_tier_that_failed_tries_again_soon_rather_than_after_its_interval
     monkeypatch.setattr(npusmi_source, "RETRY_FAILED_TIER_SECONDS", 0.5)
     sim_state = str(tmp_path / "sim")
     simulation = prepare_simulation(sim_state, "healthy")
-    target = Target(simulation.npu_smi_argv, simulation.env, simulation.root, simulated=True,
-                    spawn=simulation.spawn)
+    target = simulated_target(simulation)
     path = fast_config(tmp_path, "", timeout=1)  # each hung board call ends at 1 s; answers take milliseconds
     path.write_text(path.read_text().replace("board_seconds: 1", "board_seconds: 3600"))
     daemon = running(Daemon(load(path), target, listen="127.0.0.1:0"))
@@ -201,8 +200,7 @@ def test_a_slow_tier_that_failed_tries_again_soon_rather_than_after_its_interval
 def test_a_query_tier_that_ran_before_the_first_table_runs_again_within_a_second(tmp_path, running):
     sim_state = str(tmp_path / "sim")
     simulation = prepare_simulation(sim_state, "hang")  # npu-smi's first answers never come
-    target = Target(simulation.npu_smi_argv, simulation.env, simulation.root, simulated=True,
-                    spawn=simulation.spawn)
+    target = simulated_target(simulation)
     path = fast_config(tmp_path, "", timeout=1)  # the hung table call ends at 1 s; answers take milliseconds
     # usages every 30 s (below the failed-tier retry's 60 s interval limit), the other query tiers off
     path.write_text(re.sub(r"(power|health|ecc|board)_seconds: [0-9.]+", r"\1_seconds: 0",
@@ -244,7 +242,7 @@ def test_stop_is_bounded_even_when_a_service_will_not_close(tmp_path, sim, monke
         def close(self):
             time.sleep(30)
 
-    monkeypatch.setattr(daemon_module, "build_services", lambda daemon: [StuckService()])
+    monkeypatch.setattr(daemon_module, "build_services", lambda context: [StuckService()])
     monkeypatch.setattr(daemon_module, "STOP_GRACE_SECONDS", 0.5)
     daemon = Daemon(load(fast_config(tmp_path)), sim(), listen="127.0.0.1:0")
     daemon.start()
@@ -276,7 +274,7 @@ def test_what_services_show_is_published_on_a_copy_of_the_snapshot(tmp_path, sim
         def close(self):
             pass
 
-    monkeypatch.setattr(daemon_module, "build_services", lambda daemon: [ShowingService()])
+    monkeypatch.setattr(daemon_module, "build_services", lambda context: [ShowingService()])
     daemon = running(Daemon(load(fast_config(tmp_path)), sim(), listen="127.0.0.1:0"))
     wait_until(lambda: daemon.state().polls, what="a poll")
     published = daemon.state().snapshot
@@ -295,7 +293,7 @@ def test_start_refuses_a_port_in_use_and_leaves_nothing_running(tmp_path, sim):
         daemon = Daemon(load(fast_config(tmp_path)), sim(), listen=listen)
         with pytest.raises(StartupError, match="^--listen: cannot listen on .*in use"):
             daemon.start()
-    assert not daemon.scheduler.running and daemon.services == []
+    assert not daemon.scheduler.running and list(daemon.services) == []
 
 
 # -- systemd plumbing --------------------------------------------------------------------------------------
@@ -329,16 +327,25 @@ def test_journal_formatter_tags_every_line_with_its_priority():
     assert formatter.format(record) == "<7>DEBUG detail"
 
 
-def test_logs_carry_priorities_only_when_stderr_is_the_journal(tmp_path, monkeypatch):
-    log_file = tmp_path / "stderr.log"
-    script = ("import logging; from npumon.cli.common import setup_logging; setup_logging('info'); "
-              "logging.getLogger('npumon.test').warning('disk full')")
-    with open(log_file, "wb") as stderr:
-        info = os.fstat(stderr.fileno())
-        for stream in ("{}:{}".format(info.st_dev, info.st_ino), "1:2"):
-            subprocess.run([sys.executable, "-c", script], stderr=stderr, check=True, timeout=30,
-                           env=dict(os.environ, JOURNAL_STREAM=stream))
-    journal_line, plain_line = log_file.read_text().splitlines()
+def test_logs_carry_priorities_only_when_stderr_is_the_journal(monkeypatch):
+    # In this process rather than two interpreter starts: stderr_is_journal() reads fd 2, whatever it is
+    # (pytest's capture file here), and setup_logging() writes to sys.stderr, which the test reads.
+    fd2 = os.fstat(2)
+    root, scheduler = logging.getLogger(), logging.getLogger("apscheduler")
+    handlers, levels = list(root.handlers), (root.level, scheduler.level)
+    lines = []
+    try:
+        for stream in ("{}:{}".format(fd2.st_dev, fd2.st_ino), "1:2"):
+            monkeypatch.setenv("JOURNAL_STREAM", stream)
+            monkeypatch.setattr(sys, "stderr", io.StringIO())
+            setup_logging("info")
+            logging.getLogger("npumon.test").warning("disk full")
+            lines += sys.stderr.getvalue().splitlines()
+    finally:
+        root.handlers[:] = handlers
+        root.setLevel(levels[0])
+        scheduler.setLevel(levels[1])
+    journal_line, plain_line = lines
     assert journal_line == "<4>WARNING npumon.test: disk full"
     assert plain_line.endswith(" WARNING npumon.test: disk full") and plain_line[:4].isdigit()
     monkeypatch.delenv("JOURNAL_STREAM", raising=False)

@@ -19,7 +19,7 @@ def _status(daemon):
 def test_a_hanging_then_crashing_library_leaves_the_daemon_serving(tmp_path, fake_dcmi_library):
     config = tmp_path / "npumon.yaml"
     config.write_text("collect: {backend: dcmi}\ndcmi: {timeout_seconds: 1}\n"
-                      "poll: {table_seconds: 1, host_seconds: 0}\nstate_dir: %s\n" % (tmp_path / "state"))
+                      "poll: {table_seconds: 0.5, host_seconds: 0}\nstate_dir: %s\n" % (tmp_path / "state"))
     state = tmp_path / "sim"
     daemon = DaemonProcess(["--simulate", "--sim-state", str(state), "--listen", "127.0.0.1:0",
                             "--config", str(config)])

@@ -1,14 +1,15 @@
 """Nothing a poll does can run unboundedly long: a query tier ends within its budget however many cards
 hang, the main table always finds a free npu-smi slot, and a closed runner starts nothing new."""
 
+import dataclasses
 import sys
 import threading
 import time
 
 from npumon.sources.collection import SourceSet
-from npumon.sources.target import Target
-from npumon.config.load import parse_config
+from npumon.settings import parse_config
 from npumon.sim import prepare_simulation
+from npumon.sim.target import simulated_target
 from npumon.sources.npusmi.source import TABLE_SOURCE, query_source_name
 from npumon.sources.runner import CommandRunner
 
@@ -23,13 +24,17 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
+def wrapped(simulation, wrapper):
+    """The simulated host with `wrapper` as its npu-smi, run as a subprocess."""
+    return dataclasses.replace(simulated_target(simulation), npu_smi_argv=[sys.executable, str(wrapper)], spawn=None)
+
+
 def test_a_hanging_query_tier_ends_within_its_budget_and_never_starves_the_table(tmp_path):
     simulation = prepare_simulation(str(tmp_path / "sim"), "healthy")  # 8 cards
     wrapper = tmp_path / "npu-smi.py"
     wrapper.write_text(QUERIES_HANG)
     config = parse_config("npu_smi_timeout_seconds: 3\nnpu_smi_max_concurrent: 2\npoll: {usages_seconds: 2}\n")
-    collector = SourceSet(config, Target([sys.executable, str(wrapper)], simulation.env, simulation.root,
-                                         simulated=True))
+    collector = SourceSet(config, wrapped(simulation, wrapper))
     try:
         collector.poll("npu-smi")
         timings = {}
@@ -81,8 +86,7 @@ def test_cards_left_out_when_the_budget_runs_out_come_first_next_time(tmp_path):
     wrapper.write_text(LOGGING_TWO_CARDS_HANG.format(log=str(calls)))
     # budget = max(usages_seconds, timeout) = 1.5 s: cards 0 and 1 (two slots) use all of it
     config = parse_config("npu_smi_timeout_seconds: 1.5\nnpu_smi_max_concurrent: 2\npoll: {usages_seconds: 1}\n")
-    collector = SourceSet(config, Target([sys.executable, str(wrapper)], simulation.env, simulation.root,
-                                         simulated=True))
+    collector = SourceSet(config, wrapped(simulation, wrapper))
     try:
         collector.poll("npu-smi")
         collector.poll("npu-smi:usages")

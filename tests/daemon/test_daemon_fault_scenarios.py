@@ -14,10 +14,12 @@ probe: {{enabled: false}}
 """
 SCENARIOS = [
     ("heartbeat-lost", {("driver-device-fault", "npu2/chip0"), ("driver-fault-repeating", "npu2/chip0")}),
-    ("hbm-ecc-fault", {("driver-host-fault-repeating", "host"), ("health-alarm", "npu3/chip0")}),
-    ("card-drop", {("chips-missing", "host"), ("driver-host-device-fault", "host")}),
+    ("hbm-ecc-fault", {("driver-fault-repeating", "npu3/chip0"), ("health-alarm", "npu3/chip0")}),
+    ("card-drop", {("chips-missing", "host"), ("driver-host-device-fault", "host"),
+                   ("driver-host-fault-repeating", "host")}),
     ("link-down-escalation", {("network-link-down-long", "npu5/chip0")}),
     ("kmsg-storm", {("driver-transient-fault", "npu0/chip0")}),
+    ("job-software-fault", {("job-fault", "host")}),
 ]
 TIMEOUT = 60.0  # only a failure waits this long
 

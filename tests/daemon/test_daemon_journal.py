@@ -1,16 +1,19 @@
 """What the running daemon tells its operator: source down/up and finding fired/resolved lines at their
-levels, reload start and end, every npu-smi command at debug, and /healthz on a host where npu-smi never
-answers."""
+levels, reload start and end, every npu-smi command at debug, /healthz on a host where npu-smi never
+answers, and nothing above debug when npumon's own stop ends the calls in flight."""
 
 import logging
 import re
 import shlex
+import time
 
+import pytest
 import requests
 
+from npumon.sim.target import simulated_target
 import npumon.daemon.state as state_module
 from daemon_harness import wait_until
-from npumon.config.load import parse_config
+from npumon.settings import parse_config
 from npumon.daemon.daemon import Daemon
 from npumon.daemon.state import DaemonState, judge_healthz
 from npumon.model import HostSample, Snapshot, SourceStatus
@@ -46,8 +49,7 @@ def test_the_daemon_logs_sources_going_down_and_up_findings_firing_and_resolving
                                                                                             caplog):
     sim_state = str(tmp_path / "sim")
     simulation = prepare_simulation(sim_state, "healthy")  # chips at about 50 C
-    target = Target(simulation.npu_smi_argv, simulation.env, simulation.root, simulated=True,
-                    spawn=simulation.spawn)
+    target = simulated_target(simulation)
     path = write_config(tmp_path, "thresholds: {temperature_critical_celsius: 30}\n")
     caplog.set_level(logging.INFO, logger="npumon")
     caplog.set_level(logging.DEBUG, logger="npumon.sources.runner")
@@ -73,12 +75,14 @@ def test_the_daemon_logs_sources_going_down_and_up_findings_firing_and_resolving
 
     path.write_text(path.read_text().replace("temperature_critical_celsius: 30", "temperature_critical_celsius: 95"))
     assert daemon.reload(lambda: load(path))
-    wait_until(lambda: logged("INFO", r"^finding resolved: temperature-critical on npu0/chip0: "),
+    wait_until(lambda: logged("INFO", r"^finding resolved: temperature-critical on npu0/chip0 \(was: "),
                what="the resolution line")
     assert len(logged("WARNING", r"^source npu-smi is down")) == 1
     assert len(logged("INFO", r"^source npu-smi is up again")) == 1
     assert len(logged("WARNING", r"^finding fired: temperature-critical on npu0/chip0 ")) == 1
-    daemon_lines = [record.getMessage() for record in caplog.records if record.name == "npumon.daemon.daemon"]
+    # the reload's own lines (a verdict change, "verdict: host degraded -> healthy", may come between them)
+    daemon_lines = [record.getMessage() for record in caplog.records
+                    if record.name == "npumon.daemon.daemon" and "reload" in record.getMessage()]
     started = daemon_lines.index("reload started; the config from {} keeps running until the new one is "
                                  "checked".format(path))
     assert daemon_lines[started + 1] == "config reloaded from {}".format(path)
@@ -141,3 +145,53 @@ def test_every_command_logs_one_debug_line_with_argv_outcome_and_duration_and_no
                         lines[2])
     assert re.fullmatch(r"ran sh \(arguments not logged\): exit status 0 in \d+\.\d{3}s", lines[3])
     assert "s3cret-value" not in caplog.text and "hunter2" not in caplog.text
+
+
+STOP_CONFIG = """\
+state_dir: {state}
+npu_smi_timeout_seconds: 10
+probe: {{enabled: false}}
+poll: {{table_seconds: 0.5, usages_seconds: 0, power_seconds: 0, health_seconds: 0, ecc_seconds: 60,
+        board_seconds: 0, host_seconds: 5}}
+"""
+
+
+@pytest.mark.e2e
+def test_a_stop_with_calls_in_flight_logs_no_problem(tmp_path, caplog):
+    """npumon's own stop kills the calls running and refuses the ones queued: that is no failure of npu-smi,
+    so nothing is logged above debug (no "source npu-smi is down: killed by SIGKILL", no "calls left out")."""
+    sim_state = str(tmp_path / "sim")
+    simulation = prepare_simulation(sim_state, "healthy", latency_scale=2)  # a table takes about 2 s, a query 1 s
+    # the simulator as a process of its own, as real npu-smi is: a stop kills it mid-call
+    target = simulated_target(simulation)
+    path = tmp_path / "npumon.yaml"
+    path.write_text(STOP_CONFIG.format(state=tmp_path / "state"))
+    caplog.set_level(logging.DEBUG, logger="npumon")
+    daemon = Daemon(load(path), target, listen="127.0.0.1:0", log_level="debug")
+    daemon.start()
+    try:
+        wait_until(lambda: daemon.state().snapshot is not None and daemon.state().snapshot.chips, timeout=30,
+                   what="the first table")
+        # the table's next call and the ecc tier's calls (8 cards, 2 slots) are running or queued: the ecc tier's
+        # first run may have ended before the first table was published, so ask for its next one now (the table
+        # polls every 0.5 s, so the two overlap)
+        daemon.jobs.run_soon("npu-smi:ecc", 0)
+        wait_until(lambda: {"npu-smi", "npu-smi:ecc"} <= set(daemon.collection.polling()), timeout=30,
+                   what="the table and the ecc tier polling at once")
+        time.sleep(0.5)
+    finally:
+        before = len(caplog.records)
+        daemon.stop()
+    # no problem at all, and not even news from the sources or the journal ("npumon stopped" is the daemon's)
+    quiet = ("npumon.sources", "npumon.daemon.journal")
+    after_stop = caplog.records[before:]
+    problems = [record.getMessage() for record in after_stop if record.levelno >= logging.WARNING]
+    news = [record.getMessage() for record in after_stop
+            if record.name.startswith(quiet) and record.levelno > logging.DEBUG]
+    assert problems == [] and news == []
+    assert any(re.search(r"stopped", record.getMessage()) for record in caplog.records
+               if record.name.startswith("npumon.sources") and record.levelno == logging.DEBUG)
+    # a poll that ends after the stop (its calls refused) publishes nothing: its sources saw npumon stopping
+    published = daemon.state()
+    daemon.run_tier("npu-smi")
+    assert daemon.state() is published

@@ -9,19 +9,18 @@ import time
 import pytest
 import requests
 
+from npumon.sim.target import simulated_target
 import npumon.daemon.daemon as daemon_module
 from daemon_harness import DaemonProcess, WatchdogListener, sample, wait_until
 from npumon.daemon.daemon import Daemon
 from npumon.sim import prepare_simulation
-from npumon.sources.target import Target
 from test_daemon import fast_config, load
 
 @pytest.fixture
 def sim(tmp_path):
     def make(scenario="healthy"):
         simulation = prepare_simulation(str(tmp_path / "sim"), scenario)
-        return Target(simulation.npu_smi_argv, simulation.env, simulation.root, simulated=True,
-                      spawn=simulation.spawn)
+        return simulated_target(simulation)
     return make
 
 

@@ -6,7 +6,7 @@ import signal
 import bcrypt
 import requests
 
-from daemon_harness import one_error_line, wait_until
+from daemon_harness import STOP_BOUND_SECONDS, one_error_line, wait_until
 
 CONFIG = "state_dir: {state}\npoll:\n  table_seconds: 0.5\n"
 
@@ -73,4 +73,4 @@ def test_sighup_reads_the_web_config_again_and_keeps_the_old_one_when_the_new_is
     assert (status("second"), status("third")) == (200, 401)  # still the previous web config, still plain HTTP
     assert not [line for line in daemon.lines if "Traceback" in line]
     wait_until(lambda: requests.get(daemon.url("/metrics"), auth=("prometheus", "second"), timeout=5).ok)
-    assert daemon.stop() < 5.0 and daemon.proc.returncode == 0
+    assert daemon.stop() < STOP_BOUND_SECONDS and daemon.proc.returncode == 0

@@ -6,7 +6,7 @@ import logging
 import pytest
 
 from clocked_host import ClockedHost
-from npumon.config.load import parse_config
+from npumon.settings import parse_config
 from npumon.daemon.journal import Journal, Line, RateLimit, changes, is_down
 from npumon.model import Finding, HostSample, Snapshot, SourceStatus
 from npumon.rules.engine import FIRED, RESOLVED
@@ -98,7 +98,18 @@ def test_findings_fire_at_warning_when_they_are_problems_and_resolve_at_info():
         ("WARNING", "finding fired: source-down on host (warning): source-down on host"),
         ("INFO", "finding fired: driver-old on host (info): driver-old on host"),
         ("INFO", "finding fired: temperature-trial on npu0/chip0 (critical, shadow): temperature-trial on npu0/chip0"),
-        ("INFO", "finding resolved: temperature-critical on npu0/chip0: temperature-critical on npu0/chip0"),
+        ("INFO", "finding resolved: temperature-critical on npu0/chip0 (was: temperature-critical on npu0/chip0)"),
+    ]
+
+
+def test_an_acknowledged_finding_is_logged_as_acknowledged_not_resolved():
+    acked = finding("health-critical", "critical")
+    lines = changes(None, snapshot(), [(RESOLVED, acked), (RESOLVED, finding("source-down", "warning", "host"))],
+                    acknowledged={("health-critical", "npu0/chip0")})
+    assert levels_and_messages(lines) == [
+        ("INFO", "finding acknowledged: health-critical on npu0/chip0, quiet until it clears (it still holds: "
+                 "health-critical on npu0/chip0)"),
+        ("INFO", "finding resolved: source-down on host (was: source-down on host)"),
     ]
 
 

@@ -67,3 +67,32 @@ def test_start_up_objects_are_frozen_and_garbage_is_collected_first():
         assert gone() is None  # collected, not kept frozen for ever
     finally:
         gc.unfreeze()
+
+
+def test_freezing_turns_the_collector_on():
+    gc.disable()
+    try:
+        freeze_startup_objects()
+        assert gc.isenabled()
+    finally:
+        gc.enable()
+        gc.unfreeze()
+
+
+def test_npumon_run_starts_with_the_collector_off_and_leaves_it_on(monkeypatch, tmp_path, capsys):
+    """Off while the daemon's modules, config and rules are made (cmd_run), on again whichever way it ends."""
+    import npumon.cli.run as run_module
+    from npumon.cli.main import main
+
+    seen = []
+
+    def cmd_run(args):
+        seen.append(gc.isenabled())
+        raise RuntimeError("a start that fails")
+
+    monkeypatch.setattr(run_module, "cmd_run", cmd_run)
+    assert gc.isenabled()
+    with pytest.raises(RuntimeError):
+        main(["run", "--config", str(tmp_path / "none.yaml")])
+    assert seen == [False] and gc.isenabled()
+    assert main(["scenarios", "--json"]) == 0 and gc.isenabled()  # other commands leave it alone

@@ -11,11 +11,11 @@ import time
 import pytest
 
 from clocked_host import ClockedHost
-from npumon.config.load import parse_config
+from npumon.settings import parse_config
 from npumon.daemon.daemon import Daemon
 from npumon.sim.scenario import SCENARIO_DIR
 from npumon.sim.simulation import prepare_simulation
-from npumon.sources.target import Target
+from npumon.sim.target import simulated_target
 
 SHIPPED = "state_dir: {state}\nprobe: {{enabled: false}}\n"  # everything else as shipped
 
@@ -60,7 +60,7 @@ def test_a_real_daemon_at_one_second_per_call_raises_nothing(tmp_path, monkeypat
     waited for slots used to fire source-down."""
     monkeypatch.setenv("NPUMON_SIM_IN_PROCESS", "1")  # real sleeps, no fork per call
     sim = prepare_simulation(str(tmp_path / "sim"), one_second_per_call(tmp_path))
-    target = Target(sim.npu_smi_argv, sim.env, sim.root, simulated=True, spawn=sim.spawn)
+    target = simulated_target(sim)
     daemon = Daemon(parse_config(SHIPPED.format(state=tmp_path / "state")), target, listen="127.0.0.1:0")
     daemon.start()
     seen = set()

@@ -13,8 +13,8 @@ import typing
 import pytest
 import yaml
 
-from npumon.config.load import parse_config
-from npumon.config.schema import Config
+from npumon.config.schema import STATE_DIR_ENV
+from npumon.settings import Config, parse_config
 from paths import REPO
 
 UNIT = os.path.join(REPO, "systemd", "npumon.service")
@@ -185,7 +185,8 @@ def uncommented(text):
     return SETTING_LINE.sub(r"\1\2\3:", text)
 
 
-def test_example_config_loads_as_is_and_with_every_setting_switched_on():
+def test_example_config_loads_as_is_and_with_every_setting_switched_on(monkeypatch):
+    monkeypatch.delenv(STATE_DIR_ENV)  # the built-in defaults, not the test's own state dir (nothing is written)
     with open(EXAMPLE_CONFIG, encoding="utf-8") as handle:
         text = handle.read()
     assert parse_config(text, EXAMPLE_CONFIG) == dataclasses.replace(Config(), source=EXAMPLE_CONFIG)

@@ -7,7 +7,6 @@ import glob
 import json
 import os
 import re
-import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -72,7 +71,7 @@ def test_each_level_has_a_repair_action_and_the_families_add_their_advice():
         "PreSeparateNPU": "inspect_hardware", "SeparateNPU": "replace_hardware",
         "ManuallySeparateNPU": "replace_hardware"}
     hbm = catalogue.lookup("80E01801")
-    assert hbm.family == "memory" and "npu-smi info -t ecc" in hbm.action()
+    assert hbm.family == "memory" and "npu-smi info -t ecc" in hbm.context() and "restart" not in hbm.context()
     assert catalogue.lookup("80E01801").escalation == "freq>=2in86400s->ManuallySeparateNPU"
 
 
@@ -90,7 +89,7 @@ def test_every_error_code_of_the_health_fixtures_has_a_level_and_an_action():
     assert codes == ["A4025021", "8C03A000", "8C084E00"]
     for code in codes:
         fault = catalogue.lookup(code)
-        assert fault.level and fault.repair_action in levels.REPAIR_ACTIONS and fault.action(), code
+        assert fault.level and fault.repair_action in levels.REPAIR_ACTIONS and levels.level_action(fault.level), code
 
 
 @pytest.mark.parametrize("health, rule", [("Warning", "health-warning"), ("Alarm", "health-alarm"),
@@ -141,12 +140,11 @@ def fake_npu_smi(directory: Path) -> Path:
     return script
 
 
-def test_check_json_gives_health_findings_of_a_real_capture_their_level_and_repair_action(tmp_path):
+def test_check_json_gives_health_findings_of_a_real_capture_their_level_and_repair_action(tmp_path, cli):
     config = tmp_path / "npumon.yaml"
     config.write_text("npu_smi: {}\nroot: {}\nstate_dir: {}\n".format(fake_npu_smi(tmp_path), tmp_path / "root",
                                                                       tmp_path / "state"))
-    proc = subprocess.run([sys.executable, "-m", "npumon.cli.main", "check", "--json", "--no-probe",
-                           "--config", str(config)], capture_output=True, text=True, timeout=60)
+    proc = cli("check", "--json", "--no-probe", "--config", str(config))  # main() in-process
     findings = [f for f in json.loads(proc.stdout)["findings"] if f["rule"] == "health-alarm"]
     assert [(f["subject"], f["level"], f["repair_action"]) for f in findings] == [
         ("npu1/chip0", "RestartNPU", "reset_npu"), ("npu4/chip0", "RestartNPU", "reset_npu")]

@@ -12,7 +12,7 @@ import psutil
 import requests
 import yaml
 
-from npumon.config.load import parse_config
+from npumon.settings import parse_config
 from npumon.sim.fleet import (DEFAULT_FLEET, SHIPPED_SCRAPE_CONFIG, SimHost, file_sd_groups, fleet_hosts,
                              host_address, host_config, prometheus_config)
 
@@ -73,18 +73,13 @@ def test_prometheus_config_uses_the_shipped_job(tmp_path):
                                                               "target_label": "instance"}]
 
 
-def run(*args, timeout=60):
-    return subprocess.run([sys.executable, "-m", "npumon.cli.main", "fleet-sim"] + list(args), capture_output=True,
-                          text=True, timeout=timeout)
-
-
-def test_argument_errors_are_one_line(tmp_path):
+def test_argument_errors_are_one_line(tmp_path, cli):
     for args, message in ((["--base-port", "80"], "--base-port"),
                           (["--hosts", "0"], "--hosts: must be from 1 to 1000"),
                           (["--hosts", "60", "--base-port", "65500"], "--base-port: must be from 1024 to 65475"),
                           (["--prometheus", str(tmp_path / "nope")], "--prometheus: not an executable file"),
                           (["--no-prometheus", "--rules", str(tmp_path / "nope.yml")], "--rules: no such file")):
-        result = run(*args)
+        result = cli("fleet-sim", *args)  # in-process: each is refused before anything starts
         assert result.returncode == 2 and message in result.stderr and result.stderr.count("\n") == 1, result.stderr
 
 
@@ -149,8 +144,42 @@ def test_the_command_starts_the_hosts_and_stops_everything_on_sigterm(tmp_path):
         process.send_signal(signal.SIGTERM)
         assert process.wait(30) == 0
         process.stdout.close()
-    # Nothing is left running: no process of the fleet (hosts, npu-smi-sim children) names its directory.
-    time.sleep(0.5)
-    leftovers = [p.info["cmdline"] for p in psutil.process_iter(["cmdline"])
-                 if any(str(tmp_path) in part for part in p.info["cmdline"] or [])]
-    assert leftovers == []
+    # Nothing is left running: no process of the fleet (hosts, npu-smi-sim children) names its directory, once
+    # the last of them has had up to 5 s to exit.
+    def leftovers():
+        return [p.info["cmdline"] for p in psutil.process_iter(["cmdline"])
+                if any(str(tmp_path) in part for part in p.info["cmdline"] or [])]
+
+    deadline = time.monotonic() + 5
+    while leftovers() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert leftovers() == []
+
+
+def test_a_host_imports_this_npumon_even_from_the_parent_folder_of_a_clone(tmp_path):
+    """`python -m` puts its working directory first on sys.path: from the parent folder of a clone named
+    `npumon` (no __init__.py at its top: a namespace package) the clone hid an npumon installed with
+    `pip install -e`, and every simulated host died with an ImportError."""
+    from npumon.sim.fleet import IMPORT_ROOT, host_environment
+    import npumon
+
+    (tmp_path / "npumon" / "docs").mkdir(parents=True)  # a clone's top folder, as Python sees it
+    base = {name: value for name, value in os.environ.items() if name != "PYTHONPATH"}
+    env = host_environment(dict(base, PYTHONPATH="/elsewhere"), {"X": "1"})
+    assert env["PYTHONPATH"] == os.pathsep.join([IMPORT_ROOT, "/elsewhere"]) and env["X"] == "1"
+    probe = "import sys; sys.path.insert(0, ''); import npumon.cli.main, npumon; print(npumon.__file__)"
+    found = subprocess.run([sys.executable, "-c", probe], cwd=str(tmp_path), env=host_environment(base, {}),
+                           capture_output=True, text=True, timeout=60)
+    assert found.returncode == 0 and found.stdout.strip() == os.path.abspath(npumon.__file__), found.stderr
+
+
+def test_a_fleet_whose_every_host_dies_at_start_says_so_instead_of_try_npumon_fleet(tmp_path):
+    base = _free_base_port()
+    with socket.socket() as taken:  # the one host's port is taken (bound, not listening): its `npumon run` exits
+        address, port = host_address(0, base).split(":")
+        taken.bind((address, int(port)))
+        result = subprocess.run([sys.executable, "-m", "npumon.cli.main", "fleet-sim", "--hosts", "1",
+                                 "--no-prometheus", "--dir", str(tmp_path), "--base-port", str(base)],
+                                capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and "try:" not in result.stdout, (result.stdout, result.stderr)
+    assert result.stderr.startswith("npumon: every simulated host exited at start; sim-a2-healthy-01's log ends:")

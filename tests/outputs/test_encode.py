@@ -1,6 +1,7 @@
-"""The direct writer of gauge and counter families gives prometheus_client's own bytes, in both formats and under
+"""The direct writer of gauge, counter and histogram families gives prometheus_client's own bytes, in both formats and under
 every Accept header a scraper sends, for every built-in family and for hostile names, help texts and values."""
 
+import dataclasses
 import math
 
 import pytest
@@ -9,8 +10,10 @@ from hypothesis import strategies as st
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, InfoMetricFamily
 from prometheus_client.exposition import choose_encoder
 
+from npumon.model import ProcessSample
 from npumon.outputs import encode
-from npumon.outputs.exporter import ExporterView, render_families
+from npumon.outputs.exporter import ExporterView, render_families, render_rows
+from npumon.outputs.families import Families, MetricSpec
 from simulated_pass import judged_pass
 
 ACCEPT_HEADERS = [
@@ -41,9 +44,15 @@ def _both(families, accept):
 
 
 @pytest.fixture(scope="module")
-def built_in_families(tmp_path_factory):
+def a3_alarm_pass(tmp_path_factory):
+    """(snapshot, findings) of one pass over a simulated A3 with an alarm: made once, read by both fixtures below."""
+    return judged_pass(tmp_path_factory.mktemp("encode"), "health-alarm", product="atlas-a3")
+
+
+@pytest.fixture(scope="module")
+def built_in_families(a3_alarm_pass):
     """Every family the exporter renders for a simulated A3 with an alarm, native and npu-exporter's."""
-    snapshot, findings = judged_pass(tmp_path_factory.mktemp("encode"), "health-alarm", product="atlas-a3")
+    snapshot, findings = a3_alarm_pass
     return render_families(ExporterView(snapshot=snapshot, findings=findings), npu_exporter_compat=True)
 
 
@@ -62,8 +71,19 @@ def test_the_built_in_families_are_written_directly():
                                       True)
 
 
+def test_histograms_are_written_directly_as_prometheus_client_writes_them():
+    histogram = HistogramMetricFamily("npumon_h_seconds", 'h "quoted"\\ help', labels=("source",))
+    histogram.add_metric(("x",), buckets=[("0.1", 1), ("2.5", 2), ("+Inf", 2)], sum_value=0.3)
+    histogram.add_metric(('y"\\',), buckets=[("0.1", 0), ("2.5", 0), ("+Inf", 0)], sum_value=0.0)
+    for openmetrics in (True, False):
+        assert encode._Encoder(openmetrics).family(histogram) is not None  # not handed to prometheus_client
+    for accept in ACCEPT_HEADERS:
+        written, expected = _both([histogram], accept)
+        assert written == expected
+
+
 def test_shapes_it_does_not_write_go_through_prometheus_client():
-    histogram = HistogramMetricFamily("npumon_h_seconds", "h", labels=("a",))
+    histogram = HistogramMetricFamily("npumon_h_seconds", "h", labels=("a",), unit="seconds")
     histogram.add_metric(("x",), buckets=[("0.1", 1), ("+Inf", 2)], sum_value=0.3)
     info = InfoMetricFamily("npumon_i", "i", labels=("a",))
     info.add_metric(("x",), {"v": "1"})
@@ -96,3 +116,63 @@ def test_any_gauge_or_counter_is_written_as_prometheus_client_writes_it(document
         family.add_metric(values[:len(label_names)], value)
     written, expected = _both([family], accept)
     assert written == expected
+
+
+# -- the snapshot's rows, written without prometheus_client's objects ---------------------------------------
+
+def _rows_and_expected(families, accept, cache):
+    encoder, content_type = choose_encoder(accept)
+    openmetrics = content_type.startswith("application/openmetrics-text")
+    return (encode.encode_rows(families, encoder, openmetrics, cache),
+            encode.encode_families(families.families(), encoder, openmetrics))
+
+
+@pytest.fixture(scope="module")
+def two_renders(a3_alarm_pass):
+    """The rows of two renders of a simulated A3 with an alarm, native and npu-exporter's: the second with
+    other values, another process and a finding gone, as the next poll would have them."""
+    snapshot, findings = a3_alarm_pass
+    first = render_rows(ExporterView(snapshot=snapshot, findings=findings), npu_exporter_compat=True)
+    chips = [dataclasses.replace(chip, temperature_celsius=(chip.temperature_celsius or 0) + 1.5, power_watts=-0.0)
+             for chip in snapshot.chips]
+    chips[0] = dataclasses.replace(chips[0], processes=list(chips[0].processes) + [
+        ProcessSample(npu=chips[0].npu, chip=chips[0].chip, pid=4242, name='py "x"\\\n', memory_bytes=1 << 30)])
+    later = dataclasses.replace(snapshot, chips=tuple(chips), time=snapshot.time + 15)
+    second = render_rows(ExporterView(snapshot=later, findings=findings[1:]), npu_exporter_compat=True)
+    return first, second
+
+
+@pytest.mark.parametrize("accept", ACCEPT_HEADERS)
+def test_rows_are_written_as_their_families_are_render_after_render(two_renders, accept):
+    cache = encode.LineCache()
+    for rows in two_renders + two_renders[:1]:  # a cold cache, then lines and values of the render before
+        written, expected = _rows_and_expected(rows, accept, cache)
+        assert written == expected
+    assert written.count(b"\n") > 2000
+
+
+def test_the_line_cache_holds_one_render_and_tells_zero_from_negative_zero():
+    specs = {"npumon_z": MetricSpec("npumon_z", ("a",), "z")}
+    cache = encode.LineCache()
+    encoder, _ = choose_encoder("")
+    for round_ in range(3):
+        rows = Families(specs)
+        rows.add("npumon_z", 0.0, ("zero",))
+        rows.add("npumon_z", -0.0, ("negative zero {}".format(round_),))
+        rows.add("npumon_z", 2.5, ("x",))
+        written = encode.encode_rows(rows, encoder, False, cache)
+        assert written == encode.encode_families(rows.families(), encoder, False)
+        assert b'npumon_z{a="negative zero %d"} -0.0\n' % round_ in written
+        assert len(cache.heads) == 3 and set(cache.values) == {2.5}  # the previous round's label is gone
+
+
+def test_rows_of_names_it_does_not_write_go_through_prometheus_client():
+    specs = {"npumon:recorded": MetricSpec("npumon:recorded", ("a",), "colon"),
+             "npumon_ok": MetricSpec("npumon_ok", (), "no labels")}
+    rows = Families(specs)
+    rows.add("npumon:recorded", 1, ("x",))
+    rows.add("npumon_ok", 3, ())
+    for accept in ACCEPT_HEADERS:
+        written, expected = _rows_and_expected(rows, accept, encode.LineCache())
+        assert written == expected
+    assert b"npumon_ok 3.0\n" in _rows_and_expected(rows, "", encode.LineCache())[0]

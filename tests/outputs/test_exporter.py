@@ -13,6 +13,7 @@ from prometheus_client.openmetrics.parser import text_string_to_metric_families 
 from prometheus_client.parser import text_string_to_metric_families
 
 from npumon import __version__
+from npumon.sources.dcmi.read import UB_COUNTERS
 from npumon.outputs.exporter import (
     COMPAT_METRICS,
     NATIVE_METRICS,
@@ -66,6 +67,19 @@ def rich_snapshot(pods=False):
         vdie_id="42C711D4-20B03704-4A10C8D4-14CC040A-D2102003", model_name="910B3-Ascend-V1",
         hbm_usage_ratio=0.05, hbm_temperature_celsius=44.0, aicore_freq_mhz=1800.0, voltage_volts=0.8,
         serial_number="1025C9048791",
+        # the interconnect links (sources/npusmi/links.py): link 3 down to 2 lanes, the chip's HCCS NOK
+        hccs={"health": "NOK", "first_error_lane": 3, "links": [
+            {"link": n, "lane_mode": 2 if n == 3 else 4, "lanes": "1100" if n == 3 else "1111",
+             "speed_gbps": 112 if n == 3 else 224, "tx_packets": 1000 * n, "rx_packets": 990 * n,
+             "retries": 5 if n == 3 else 0, "crc_errors": 40 if n == 3 else 0} for n in range(1, 8)]},
+        hccs_bandwidth={"total_tx_gbps": 78.0, "total_rx_gbps": 77.5, "links": [
+            {"link": n, "tx_gbps": 6.0 if n == 3 else 12.0, "rx_gbps": 5.5 if n == 3 else 12.0} for n in range(1, 8)]},
+        sio={"tx_errors": 3, "rx_errors": 1},
+        # UB ports as DCMI reads them on a 950 (sources/dcmi/read.py read_ub): port 5 on part of its lanes
+        ub={"link_status": "linked", "ports": [
+            {"udie": 0, "port": port, "status": "partial_lanes" if port == 5 else "full",
+             "counters": {name: 100 + index for index, (_, name) in enumerate(UB_COUNTERS)}} for port in (4, 5, 6)]},
+        ub_bandwidth={"ports": [{"udie": 0, "port": 4, "tx_mbps": 12000, "rx_mbps": 11500}]},
         processes=[
             ProcessSample(npu=0, chip=0, pid=935440, name="python", memory_bytes=141 * MIB),
             ProcessSample(npu=0, chip=0, pid=935441, name="", memory_bytes=None),
@@ -86,6 +100,8 @@ def rich_snapshot(pods=False):
             ("device_count", 8), ("soc_name", "Ascend910B3"), ("acl_version", "1.0.0"), ("driver_version", "23.0.7"),
             ("hbm_free_bytes", 62198 * MIB), ("hbm_total_bytes", 65536 * MIB), ("cube_ratio", 0.31),
             ("vector_ratio", 0.07), ("aicpu_ratio", 0.0), ("memory_ratio", 0.05))}}
+    # its processes' CPU use and none stuck in D state, as the processes source (sources/procs) leaves them
+    chip_a.extra["process_activity"] = {"cpu_seconds_per_minute": 51.0, "blocked": []}
     # its RoCE port, as the hccn source (sources/hccn) leaves it, with every value known
     chip_a.extra["network"] = {
         "phy_id": 0, "link_status": "UP", "link_up_count": 2, "link_down_count": 1, "link_changes_in_window": 0,
@@ -132,7 +148,11 @@ def rich_snapshot(pods=False):
         extra={"driver_faults": [dict(DRIVER_FAULT, device=None, place="host")],
                "kmsg": {"records": 120, "matched": 4, "lost": 2, "suppressed": 1, "reboots": 0},
                "chip_count": {"expected": 2, "listed": 2, "pci_expected": 2, "pci": 2, "unlisted": [], "missing": 0,
-                              "problem": "none"}},
+                              "unreadable": 0, "problem": "none"},
+               "serving": {"engine": "vllm", "running_requests": 24.0, "batch_size": 24.0,
+                           "request_latency_seconds": 2.5, "time_to_first_token_seconds": 0.3,
+                           "requests_per_second": 2.0, "generation_tokens_per_second": 400.0,
+                           "model_load_seconds": 95.0}},
     )
     sources = {
         "npusmi_info": SourceStatus(ok=True, duration_seconds=0.42, last_success=NOW - 1),
@@ -259,7 +279,7 @@ def test_unknown_values_give_no_series_and_never_nan():
     assert "NaN" not in text
     c = labels(npu=2, chip=1)
     per_chip = {name for (name, key) in samples(text) if {("npu", "2"), ("chip", "1")} <= key}
-    assert per_chip == {"npumon_chip_info", "npumon_chip_processes"}
+    assert per_chip == {"npumon_chip_info", "npumon_chip_processes", "npumon_chip_verdict"}  # a verdict always
     assert c in series(samples(text), "npumon_chip_processes")
     snapshot = rich_snapshot()
     snapshot.chips[0].temperature_celsius = float("nan")
@@ -320,6 +340,7 @@ def test_host_series(rich):
         labels(path="/dev/davinci0"): 1.0, labels(path="/dev/davinci_manager"): 0.0,
     }
     assert series(rich, "npumon_host_serving_queue_depth") == {frozenset(): 3.0}
+    assert series(rich, "npumon_host_serving_time_to_first_token_seconds") == {frozenset(): 0.3}
     assert series(rich, "npumon_host_info") == {
         labels(driver_version="23.0.7", firmware_version="7.1.0.5.220", cann_version=""): 1.0,
     }
@@ -447,15 +468,17 @@ def test_promtool_check_metrics_prints_nothing():
     result = subprocess.run(["promtool", "check", "metrics"], input=text.encode(), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, timeout=30)
     assert (result.returncode, result.stdout, result.stderr) == (0, b"", b"")
-    # With compat on, promtool's only remark is on npu-exporter's own camelCase label names, kept as they are
-    # because dashboards select on them (exporterVersion, driverVersion).
+    # With compat on, promtool's only remarks are on npu-exporter's own camelCase label names and its UB `_sum`
+    # counters, kept as they are because dashboards select on them (exporterVersion, driverVersion, crc_error_sum).
     text = render(ExporterView(snapshot=rich_snapshot(), findings=FINDINGS), compat=True)
     result = subprocess.run(["promtool", "check", "metrics"], input=text.encode(), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, timeout=30)
     remarks = set(result.stderr.decode().splitlines())
     assert (result.stdout, remarks) == (b"", {
         "node_base_info label names should be written in 'snake_case' not 'camelCase'",
-        "npu_exporter_version_info label names should be written in 'snake_case' not 'camelCase'"})
+        "npu_exporter_version_info label names should be written in 'snake_case' not 'camelCase'"} | {
+        'npu_chip_info_{} non-histogram and non-summary metrics should not have "_sum" suffix'.format(name)
+        for name in ("crc_error_sum", "retry_ack_sum", "retry_req_sum")})
 
 
 # --- textfile ---------------------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from npumon.config.errors import ConfigError
-from npumon.config.load import parse_config
+from npumon.settings import parse_config
 from npumon.model import MIB, ChipSample, HostSample, ProcessSample, Snapshot, SourceStatus
 from npumon.outputs.exporter import ExporterView, build_registry
 from npumon.outputs.report import render_table

@@ -39,7 +39,7 @@ PRODUCT_NAMES = sorted(PRODUCTS)
 NPU_EXPORTER_JOB = "npu-exporter"
 POLL = dict(FAST_POLL, table_seconds=1, host_seconds=1, usages_seconds=1, power_seconds=1, health_seconds=1,
             ecc_seconds=1, board_seconds=300,
-            # the die-id sweep follows info -m after min(120 s, identity_seconds): soon, for the join labels
+            # the die-id sweep follows info -m at once; identity_seconds short for the later sweeps
             identity_seconds=2, common_seconds=2, memory_seconds=2, volt_seconds=2)
 DATA_DEADLINE_SECONDS = 60  # only a failure waits this long
 RANGE_SECONDS = 60

@@ -2,15 +2,18 @@
 (`exporter.npu_exporter_listen`, as a scrape config made for npu-exporter expects), the `node` label, and the
 identities on /status and the native info metric."""
 
+import logging
+
 import pytest
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
 from daemon_harness import wait_until
-from npumon.config.load import ConfigError, parse_config
+from npumon.config.errors import ConfigError
+from npumon.settings import parse_config
 from npumon.daemon.daemon import Daemon
 from npumon.sim import prepare_simulation
-from npumon.sources.target import Target
+from npumon.sim.target import simulated_target
 
 CONFIG = """\
 state_dir: {state}
@@ -32,8 +35,7 @@ def families(url):
 def daemon(tmp_path, monkeypatch, running):
     monkeypatch.setenv("NODE_NAME", "worker-7")
     simulation = prepare_simulation(str(tmp_path / "sim"), "healthy")
-    target = Target(simulation.npu_smi_argv, simulation.env, simulation.root, simulated=True,
-                    spawn=simulation.spawn)
+    target = simulated_target(simulation)
     config = parse_config(CONFIG.format(state=tmp_path / "state"), str(tmp_path / "npumon.yaml"))
     return running(Daemon(config, target, listen="127.0.0.1:0"))
 
@@ -59,6 +61,36 @@ def test_npu_exporter_port_serves_its_families_alone_with_the_node_label(daemon)
     assert all(s.labels["vdie_id"] and s.labels["phy_id"] == "" for s in infos)
     status = requests.get("http://127.0.0.1:{}/status".format(daemon.web.port), timeout=5).json()
     assert [chip["device_id"] for chip in status["chips"]] == list(range(8))
+
+
+def test_no_compat_series_is_served_before_its_chip_identity_is_known(daemon):
+    """Consumers join on vdie_id (HAMi-WebUI, the MindX DL dashboards): a series served without it and replaced
+    minutes later shows nothing meanwhile. Every scrape from the start has the ids, or no chip series yet."""
+    url = "http://127.0.0.1:{}/metrics".format(daemon.npu_exporter_web.port)
+    seen_empty, scrapes = [], 0
+
+    def identified():
+        nonlocal scrapes
+        scrapes += 1
+        samples = families(url).get("npu_chip_info_name")
+        samples = samples.samples if samples else []
+        seen_empty.extend(s.labels["id"] for s in samples if not s.labels["vdie_id"])
+        return len(samples) == 8 or None
+
+    wait_until(identified, timeout=30, interval=0.05)
+    assert seen_empty == [] and scrapes > 1, (seen_empty, scrapes)
+    assert families(url)["machine_npu_nums"].samples[0].value == 8  # the host's own series from the start
+
+
+def test_the_start_line_names_the_npu_exporter_listener(tmp_path, running, caplog):
+    caplog.set_level(logging.INFO, logger="npumon.daemon.daemon")
+    simulation = prepare_simulation(str(tmp_path / "sim"), "healthy")
+    config = parse_config(CONFIG.format(state=tmp_path / "state").replace("$NODE_NAME", "n1"),
+                          str(tmp_path / "npumon.yaml"))
+    daemon = running(Daemon(config, simulated_target(simulation), listen="127.0.0.1:0"))
+    started = [record.getMessage() for record in caplog.records if "serving on port" in record.getMessage()]
+    assert len(started) == 1 and "; npu-exporter compatible /metrics on port {} at http://127.0.0.1:{};".format(
+        daemon.npu_exporter_web.port, daemon.npu_exporter_web.port) in started[0], started
 
 
 def test_npu_exporter_listen_needs_compat_and_a_good_address(tmp_path):

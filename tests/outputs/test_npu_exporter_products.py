@@ -1,12 +1,10 @@
-"""Every simulated product in compat mode, end to end: `npumon check --full` against the simulator writes the
-exposition (--textfile) and the JSON document; every family the mapping table of docs/npu-exporter.md lists for the product is
-there for every chip it says, with npu-exporter's labels and units, and nothing it says is absent is."""
+"""Every simulated product in compat mode, end to end through the CLI's main(): `npumon check --full` against
+the simulator writes the exposition (--textfile) and the JSON document; every family the mapping table of
+docs/npu-exporter.md lists for the product is there for every chip it says, with npu-exporter's labels and units,
+and nothing it says is absent is."""
 
 import json
-import os
 import re
-import subprocess
-import sys
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -25,22 +23,35 @@ PHY_ID_PRODUCTS = ("atlas-a3", "atlas-350")  # the npu-smi that prints a Phy-ID 
 MACHINE = ("machine_", "node_base_info", "npu_exporter_version_info")
 
 
-def run_check(tmp_path, product, scenario="healthy"):
-    """(families by name, JSON document) of one `check --full` in compat mode."""
+def run_check(cli, tmp_path, product, scenario="healthy", backend="auto"):
+    """(families by name, JSON document) of one `check --full` in compat mode, through the CLI's main()
+    in-process (tests/conftest.py's `cli`)."""
     config = tmp_path / "npumon.yaml"
-    config.write_text("exporter:\n  npu_exporter_compat: true\n")
+    config.write_text("exporter:\n  npu_exporter_compat: true\ncollect:\n  backend: {}\n".format(backend))
     textfile = tmp_path / "prom"
     textfile.mkdir()
-    proc = subprocess.run(
-        [sys.executable, "-m", "npumon.cli.main", "check", "--simulate={}".format(scenario), "--sim-product", product,
-         "--full", "--timeout", "60", "--json", "--config", str(config), "--textfile", str(textfile)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120, env=dict(os.environ))
-    assert proc.returncode in (0, 1, 2), proc.stderr.decode()
+    # without the probe: no npu-exporter family comes from it, and it starts a child process per chip
+    proc = cli("check", "--simulate={}".format(scenario), "--sim-product", product, "--full", "--no-probe",
+               "--timeout", "60", "--json", "--config", str(config), "--textfile", str(textfile))
+    assert proc.returncode in (0, 1, 2), proc.stderr
     document = json.loads(proc.stdout)
     with open(str(textfile / "npumon.prom"), encoding="utf-8") as handle:
         families = {family.name: family for family in text_string_to_metric_families(handle.read())
                     if not family.name.startswith("npumon_")}
     return families, document
+
+
+@pytest.fixture(scope="module")
+def healthy_checks():
+    """product -> run_check's result on `healthy`: one `check --full` per product for the module, run by the first
+    test that asks and read by the others (they only read it), instead of one per test."""
+    return {}
+
+
+def healthy_check(cli, tmp_path, product, checks):
+    if product not in checks:
+        checks[product] = run_check(cli, tmp_path, product)
+    return checks[product]
 
 
 def chips_with(family):
@@ -53,8 +64,8 @@ def table():
 
 
 @pytest.mark.parametrize("product", PRODUCTS)
-def test_every_family_of_the_mapping_table_for_every_chip(tmp_path, product, table):
-    families, document = run_check(tmp_path, product)
+def test_every_family_of_the_mapping_table_for_every_chip(cli, tmp_path, product, table, healthy_checks):
+    families, document = healthy_check(cli, tmp_path, product, healthy_checks)
     ids = {str(n) for n in range(CHIPS[product])}
     first_dies = {str(chip["phy_id"]) for chip in document["chips"] if chip["chip"] == 0}
     for name, cells in sorted(table.items()):
@@ -67,6 +78,8 @@ def test_every_family_of_the_mapping_table_for_every_chip(tmp_path, product, tab
         present = chips_with(families[name]) if name in families else set()
         if cell == "yes":
             assert present == ids, name
+        elif cell == "DCMI":
+            assert present == set(), name  # read through DCMI only: absent under the npu-smi backend of this run
         elif cell == "die 0":
             assert present == first_dies and len(present) == CHIPS[product] // 2, name
         else:
@@ -79,9 +92,20 @@ def test_every_family_of_the_mapping_table_for_every_chip(tmp_path, product, tab
         assert family.type == "gauge"
 
 
+def test_the_950s_ub_families_through_dcmi_on_every_port_of_every_chip(cli, tmp_path, table):
+    families, _ = run_check(cli, tmp_path, "atlas-350", scenario="ub-degraded", backend="dcmi")
+    ub = sorted(name for name, cells in table.items() if cells["atlas-350"] == "DCMI")
+    assert len(ub) == 40
+    for name in ub:
+        ports = {(s.labels["id"], s.labels["udie"], s.labels["port"]) for s in families[name].samples}
+        assert ports == {(str(n), "0", str(port)) for n in range(CHIPS["atlas-350"]) for port in (4, 5, 6)}, name
+    crc = {(s.labels["id"], s.labels["port"]): s.value for s in families["npu_chip_info_crc_error_sum"].samples}
+    assert crc[("2", "5")] >= 880 and crc[("2", "4")] == 0
+
+
 @pytest.mark.parametrize("product", PRODUCTS)
-def test_identity_labels_and_check_json_ids(tmp_path, product):
-    families, document = run_check(tmp_path, product)
+def test_identity_labels_and_check_json_ids(cli, tmp_path, product, healthy_checks):
+    families, document = healthy_check(cli, tmp_path, product, healthy_checks)
     samples = families["npu_chip_info_name"].samples
     # the ids a tool joins on: 0..n-1 in device order, unique die ids in npu-exporter's format
     assert sorted(int(s.labels["id"]) for s in samples) == list(range(CHIPS[product]))
@@ -107,8 +131,8 @@ def values(families, name):
 
 
 @pytest.mark.parametrize("product", ("atlas-800i-a2", "atlas-300i-duo", "atlas-800-9000"))
-def test_units_are_npu_exporters(tmp_path, product):
-    families, document = run_check(tmp_path, product)
+def test_units_are_npu_exporters(cli, tmp_path, product, healthy_checks):
+    families, document = healthy_check(cli, tmp_path, product, healthy_checks)
     chips = {chip["device_id"]: chip for chip in document["chips"]}
     for sample in families["npu_chip_info_temperature"].samples:  # Celsius
         assert sample.value == chips[int(sample.labels["id"])]["temperature_celsius"]
@@ -132,8 +156,8 @@ def test_units_are_npu_exporters(tmp_path, product):
 
 
 @pytest.mark.parametrize("product", ("atlas-800i-a2", "atlas-350"))
-def test_error_codes_as_numbers_in_npu_exporters_slots(tmp_path, product):
-    families, document = run_check(tmp_path, product, scenario="health-alarm")
+def test_error_codes_as_numbers_in_npu_exporters_slots(cli, tmp_path, product):
+    families, document = run_check(cli, tmp_path, product, scenario="health-alarm")
     for chip in document["chips"]:
         codes = [int(code, 16) for code in chip["error_codes"]]
         slots = [("npu_chip_info_error_code" if n == 0 else "npu_chip_info_error_code_{}".format(n))

@@ -314,7 +314,7 @@ def test_out_of_file_descriptors_accept_backs_off_and_health_says_so(tmp_path):
 ])
 def test_limits_no_server_could_run_with_are_one_line_config_errors(exporter, message):
     from npumon.config.errors import ConfigError
-    from npumon.config.load import parse_config
+    from npumon.settings import parse_config
 
     with pytest.raises(ConfigError, match=r"^npumon.yaml:1: {}$".format(re.escape(message))):
         parse_config("exporter: {}\n".format(exporter), "npumon.yaml")

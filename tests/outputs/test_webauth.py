@@ -1,6 +1,8 @@
 """The web config enforced by the real HTTP server on 127.0.0.1: basic auth, client certificates, headers,
 and the npumon_http_auth_failures_total counter."""
 
+import base64
+import http.client
 import logging
 import socket
 import ssl
@@ -12,7 +14,7 @@ import pytest
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
-from npumon.outputs import webauth
+from npumon.outputs import auththrottle, webauth
 from npumon.outputs.exporter import ExporterView, build_registry
 from npumon.outputs.web import WebServer
 from npumon.outputs.webconfig import load_web_config
@@ -78,7 +80,7 @@ def test_basic_auth_refuses_with_401_and_counts_each_reason(serve):
     ok = get(auth=("prometheus", PASSWORD))
     assert ok.status_code == 200
     assert get("/status", auth=("alice", PASSWORD)).json() == {"schema": "x"}
-    assert failures(ok.text) == {"missing": 3, "malformed": 2, "wrong_credentials": 2, "busy": 0,
+    assert failures(ok.text) == {"missing": 3, "malformed": 2, "wrong_credentials": 2, "throttled": 0, "busy": 0,
                                  "client_cert_missing": 0, "client_cert_invalid": 0, "client_cert_san": 0}
 
 
@@ -87,23 +89,117 @@ def test_an_exporter_without_web_config_serves_no_auth_series(serve):
     assert failures(requests.get(url(server, "/metrics"), timeout=5).text) is None
 
 
-def test_a_remembered_password_never_waits_for_bcrypt_and_new_ones_get_503_when_it_is_busy(serve, monkeypatch):
-    monkeypatch.setattr(webauth, "BCRYPT_WAIT_SECONDS", 0.3)
+def test_a_remembered_password_never_waits_for_bcrypt_and_new_ones_get_503_when_all_checks_are_taken(serve,
+                                                                                                    monkeypatch):
     server = serve(users(prometheus=HASH))
     auth = ("prometheus", PASSWORD)
     assert requests.get(url(server, "/metrics"), auth=auth, timeout=5).status_code == 200  # verified once
     guard = server._guard
-    with guard._bcrypt_lock:  # bcrypt busy, e.g. with someone guessing passwords
+    held = []
+    with BcryptGate(monkeypatch) as gate:  # every check slot taken, e.g. by people guessing from three addresses
+        threads = [threading.Thread(target=lambda source=source: held.append(get_from(
+            server, source, ("prometheus", "a guess")))) for source in ("127.0.0.2", "127.0.0.3", "127.0.0.5")]
+        for thread in threads:
+            thread.start()
+        assert wait_for(lambda: gate.entered == auththrottle.SLOTS == 3)
         started = time.monotonic()
         assert requests.get(url(server, "/metrics"), auth=auth, timeout=5).status_code == 200
-        assert time.monotonic() - started < 0.3
-        busy = requests.get(url(server, "/metrics"), auth=("prometheus", "a guess"), timeout=5)
-        assert busy.status_code == 503 and busy.headers["Retry-After"] == "1"
-        # an unknown user waits for a bcrypt like a known one: no quick 401 tells that the user does not exist
-        assert requests.get(url(server, "/metrics"), auth=("mallory", PASSWORD), timeout=5).status_code == 503
+        status, headers, _ = get_from(server, "127.0.0.4", ("prometheus", "another guess"))
+        assert status == 503 and headers["Retry-After"] == "1"
+        # an unknown user is refused like a known one: no quick 401 tells that the user does not exist
+        assert get_from(server, "127.0.0.4", ("mallory", PASSWORD))[0] == 503
+        assert time.monotonic() - started < 1.0  # answered at once, not queued behind the checks
+    for thread in threads:
+        thread.join(10)
+    assert [status for status, _, _ in held] == [401, 401, 401]
     assert guard.failures()["busy"] == 2
     # the cache holds keyed digests, never a password
     assert all(len(key) == 32 and PASSWORD.encode() not in key for key in guard._cache)
+
+
+def test_wrong_passwords_from_one_address_get_429_at_once_and_other_addresses_are_unaffected(serve):
+    server = serve(users(prometheus=HASH))
+    guesses = [get_from(server, "127.0.0.2", ("prometheus", "guess{}".format(i)))[0]
+               for i in range(auththrottle.FREE_FAILURES)]
+    assert guesses == [401] * auththrottle.FREE_FAILURES
+    started = time.monotonic()
+    status, headers, body = get_from(server, "127.0.0.2", ("prometheus", "one more"))
+    assert status == 429 and headers["Retry-After"] == "1" and b"too many wrong passwords" in body
+    assert time.monotonic() - started < 0.5  # no bcrypt, no wait: the answer comes at once
+    # another address: its wrong password is a plain 401, its right one passes
+    assert get_from(server, "127.0.0.3", ("prometheus", "typo"))[0] == 401
+    assert get_from(server, "127.0.0.3", ("prometheus", PASSWORD))[0] == 200
+    counts = server._guard.failures()
+    assert counts["throttled"] == 1 and counts["wrong_credentials"] == auththrottle.FREE_FAILURES + 1
+    # and the address is free again once its time is up
+    time.sleep(1.1)
+    assert get_from(server, "127.0.0.2", ("prometheus", PASSWORD))[0] == 200
+
+
+def test_a_remembered_password_passes_from_a_throttled_address_and_a_new_one_waits_its_turn(serve, tmp_path):
+    server = serve(users(prometheus=HASH, alice=HASH))
+    assert get_from(server, "127.0.0.2", ("prometheus", PASSWORD))[0] == 200  # remembered from now on
+    for i in range(auththrottle.FREE_FAILURES):
+        get_from(server, "127.0.0.2", ("prometheus", "guess{}".format(i)))
+    assert get_from(server, "127.0.0.2", ("prometheus", "guess"))[0] == 429
+    # the Prometheus on that address keeps scraping: its password needs no bcrypt, so no turn
+    assert get_from(server, "127.0.0.2", ("prometheus", PASSWORD))[0] == 200
+    # a right password not yet remembered cannot be told from a guess without a bcrypt: it waits like one
+    assert get_from(server, "127.0.0.2", ("alice", PASSWORD))[0] == 429
+
+
+def test_one_password_check_at_a_time_from_an_address_that_guessed_wrong(serve, monkeypatch):
+    server = serve(users(prometheus=HASH))
+    assert get_from(server, "127.0.0.2", ("prometheus", "a typo"))[0] == 401
+    held = []
+    with BcryptGate(monkeypatch) as gate:
+        thread = threading.Thread(target=lambda: held.append(get_from(server, "127.0.0.2", ("prometheus", "x"))))
+        thread.start()
+        assert wait_for(lambda: gate.entered == 1)
+        status, headers, _ = get_from(server, "127.0.0.2", ("prometheus", PASSWORD))
+        assert status == 429 and headers["Retry-After"] == "1"
+        assert get_from(server, "127.0.0.3", ("prometheus", PASSWORD))[0] == 200  # the other slot
+    thread.join(10)
+    assert held[0][0] == 401
+
+
+def test_a_shut_out_address_is_answered_by_the_loop_without_waiting_for_a_worker(serve, monkeypatch):
+    server = serve("http_server_config:\n  headers:\n    X-Frame-Options: deny\n" + users(prometheus=HASH),
+                   workers=1)
+    for i in range(auththrottle.FREE_FAILURES):
+        get_from(server, "127.0.0.2", ("prometheus", "guess{}".format(i)))
+    held = []
+    with BcryptGate(monkeypatch) as gate:  # the one worker is busy with a password from another address
+        thread = threading.Thread(target=lambda: held.append(get_from(server, "127.0.0.3", ("prometheus", "x"))))
+        thread.start()
+        assert wait_for(lambda: gate.entered == 1)
+        started = time.monotonic()
+        status, headers, body = get_from(server, "127.0.0.2", ("prometheus", "one more guess"))
+        assert time.monotonic() - started < 1.0
+        assert (status, headers["Retry-After"], headers["X-Frame-Options"]) == (429, "1", "deny")
+        assert body == webauth.THROTTLED_BODY
+    thread.join(10)
+    assert held[0][0] == 401
+    assert get_from(server, "127.0.0.2", path="/healthz")[0] == 200  # open to all, shut out or not
+    assert server._guard.failures()["throttled"] == 1
+
+
+def test_the_loop_reads_the_path_and_authorization_of_a_head():
+    head = b"GET /metrics?x=1 HTTP/1.1\r\nHost: a\r\nauthorization:  Basic abc \r\nAuthorization: Basic def\r\n\r\n"
+    assert webauth._path_and_authorization(head) == ("/metrics", "Basic abc")  # the first, as the handler reads
+    assert webauth._path_and_authorization(b"GET /healthz HTTP/1.0\n\n") == ("/healthz", None)
+    assert webauth._path_and_authorization(b"\r\n\r\n") == ("", None)
+    assert webauth._path_and_authorization(b"GET / HTTP/1.0\r\n\r\nAuthorization: Basic in-a-body") == ("/", None)
+
+
+def test_throttling_is_logged_once_not_per_guess(serve, caplog):
+    server = serve(users(prometheus=HASH))
+    with caplog.at_level(logging.WARNING, logger="npumon.outputs.web"):
+        for i in range(auththrottle.FREE_FAILURES + 5):
+            get_from(server, "127.0.0.2", ("prometheus", "guess{}".format(i)))
+    lines = [record.getMessage() for record in caplog.records]
+    assert lines == ["http: wrong passwords from 127.0.0.2: its passwords are answered 429 for 1s "
+                     "(npumon_http_auth_failures_total{reason=\"throttled\"} counts them)"]
 
 
 def test_failures_are_never_remembered(serve):
@@ -203,13 +299,13 @@ def test_basic_auth_and_client_certificates_together(serve, pki):
 
 def test_concurrent_logins_verify_correctly(serve):
     server = serve(users(prometheus=HASH))
+    server._guard.throttle = auththrottle.Throttle(slots=8)  # all eight checked at once, each from its own address
     results = []
 
-    def scrape(password):
-        results.append((password, requests.get(url(server, "/metrics"), auth=("prometheus", password),
-                                                timeout=10).status_code))
+    def scrape(i, password):
+        results.append((password, get_from(server, "127.0.0.{}".format(10 + i), ("prometheus", password))[0]))
 
-    threads = [threading.Thread(target=scrape, args=(PASSWORD if i % 2 else "bad{}".format(i),)) for i in range(8)]
+    threads = [threading.Thread(target=scrape, args=(i, PASSWORD if i % 2 else "bad{}".format(i))) for i in range(8)]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -234,16 +330,15 @@ def test_failed_handshakes_are_all_counted_and_logged_within_the_line_budget(ser
 
 
 def test_a_refused_client_certificate_is_closed_while_the_only_worker_is_busy(serve, pki, monkeypatch):
-    monkeypatch.setattr(webauth, "BCRYPT_WAIT_SECONDS", 3.0)
     server = serve(mtls(pki, "  client_allowed_sans: [prometheus]\n") + users(prometheus=HASH), workers=1,
                    max_connections=4)
     cert = (pki.client_cert, pki.client_key)
     held = []
-    with server._guard._bcrypt_lock:  # the one worker waits for bcrypt on the request below
+    with BcryptGate(monkeypatch) as gate:  # the one worker is in a bcrypt on the request below
         thread = threading.Thread(target=lambda: held.append(requests.get(
             url(server, "/metrics", "https"), verify=pki.ca, cert=cert, auth=("prometheus", "a guess"), timeout=10)))
         thread.start()
-        assert wait_for(lambda: server.stats.snapshot()["busy"] == 1)
+        assert wait_for(lambda: gate.entered == 1 and server.stats.snapshot()["busy"] == 1)
         started = time.monotonic()
         with pytest.raises(requests.exceptions.ConnectionError):
             tls_get(server, pki, (pki.other_client_cert, pki.other_client_key))
@@ -251,7 +346,7 @@ def test_a_refused_client_certificate_is_closed_while_the_only_worker_is_busy(se
         assert server._guard.failures()["client_cert_san"] == 1
         assert server.stats.snapshot()["busy"] == 1
     thread.join(10)
-    assert held[0].status_code == 401  # the held request, answered once bcrypt was free
+    assert held[0].status_code == 401  # the held request, answered once bcrypt was done
 
 
 def test_headers_go_on_the_handlers_errors_and_the_servers_own_503(serve):
@@ -276,6 +371,45 @@ def read_answer(sock):
         if not chunk:
             return b"".join(chunks)
         chunks.append(chunk)
+
+
+class BcryptGate:
+    """While entered, every bcrypt check of a wrong password waits (counted in `entered`) until the block is
+    left: a guess whose check takes as long as the test needs, without burning CPU on a real high cost."""
+
+    def __init__(self, monkeypatch):
+        self._open = threading.Event()
+        self.entered = 0
+        real = webauth._checkpw
+
+        def gated(password, hashed):
+            if password != PASSWORD.encode():
+                self.entered += 1
+                self._open.wait(10)
+            return real(password, hashed)
+
+        monkeypatch.setattr(webauth, "_checkpw", gated)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self._open.set()
+
+
+def get_from(server, source, auth=None, path="/metrics"):
+    """(status, headers, body) of a GET sent from the loopback address `source` (127.0.0.2 ...): another
+    client address for the server."""
+    connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10, source_address=(source, 0))
+    headers = {}
+    if auth is not None:
+        headers["Authorization"] = "Basic " + base64.b64encode("{}:{}".format(*auth).encode()).decode()
+    try:
+        connection.request("GET", path, headers=headers)
+        response = connection.getresponse()
+        return response.status, dict(response.getheaders()), response.read()
+    finally:
+        connection.close()
 
 
 def wait_for(condition, timeout=5.0):

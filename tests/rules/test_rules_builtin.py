@@ -30,7 +30,50 @@ def healthy_chip(npu, index):
         ecc_isolated_pages=0, compatibility="OK",
         processes=[ProcessSample(npu=npu, chip=index, pid=4000 + npu, name="python3", memory_bytes=HBM_TOTAL // 2)],
         pcie=PcieLink(current_speed_gts=16.0, max_speed_gts=16.0, current_width=16, max_width=16),
+        hccs=healthy_hccs(), hccs_bandwidth={"total_tx_gbps": 84.0, "total_rx_gbps": 84.0, "links": [
+            {"link": n, "tx_gbps": 12.0, "rx_gbps": 12.0} for n in range(1, 8)]},
+        sio={"tx_errors": 0, "rx_errors": 0},
     )
+
+
+def healthy_hccs():
+    """The healthy 910B baseline: 7 links at 4 lanes, 224 Gb/s, no errors."""
+    return {"health": "OK", "first_error_lane": None, "links": [
+        {"link": n, "lane_mode": 4, "lanes": "1111", "speed_gbps": 224, "tx_packets": 10 ** 9, "rx_packets": 10 ** 9,
+         "retries": 0, "crc_errors": 0} for n in range(1, 8)]}
+
+
+def first_links(health="OK", lane_mode=4, crc_per_poll=0, link3_gbps=12.0, sio_base=0, sio_per_poll=0):
+    """Chip 0's links changed: link 3's lanes, CRC errors and bandwidth, the HCCS health, SIO errors (a count
+    since driver load plus some per poll)."""
+    def mutate(snapshot, elapsed):
+        chip = snapshot.chips[0]
+        chip.hccs = healthy_hccs()
+        chip.hccs["health"] = health
+        chip.hccs["first_error_lane"] = None if health == "OK" else 3
+        link = chip.hccs["links"][2]
+        link.update(lane_mode=lane_mode, speed_gbps=lane_mode * 56, crc_errors=crc_per_poll * int(elapsed // 15))
+        chip.hccs_bandwidth["links"][2] = {"link": 3, "tx_gbps": link3_gbps, "rx_gbps": link3_gbps}
+        count = sio_base + sio_per_poll * int(elapsed // 15)
+        chip.sio = {"tx_errors": count, "rx_errors": count // 2}
+    return mutate
+
+
+def first_ub(status="full", link_status="linked", crc_per_poll=0, port5_mbps=12000):
+    """Chip 0 as a 950 with UB ports 4-6 on UDie 0: port 5 in `status`, counting CRC errors per poll, carrying
+    port5_mbps each way (its siblings 12000)."""
+    def mutate(snapshot, elapsed):
+        snapshot.chips[0].ub_bandwidth = {"ports": [
+            {"udie": 0, "port": port, "tx_mbps": port5_mbps if port == 5 else 12000,
+             "rx_mbps": port5_mbps if port == 5 else 12000} for port in (4, 5, 6)]}
+        ports = []
+        for port in (4, 5, 6):
+            counters = {"crc_error_sum": 0, "retry_req_sum": 0, "tx_busi_flit_num": 10 ** 9}
+            if port == 5:
+                counters["crc_error_sum"] = crc_per_poll * int(elapsed // 15)
+            ports.append({"udie": 0, "port": port, "status": status if port == 5 else "full", "counters": counters})
+        snapshot.chips[0].ub = {"link_status": link_status, "ports": ports}
+    return mutate
 
 
 def healthy_snapshot(now):
@@ -100,6 +143,21 @@ def growing_queue_on_saturated_chips(snapshot, elapsed):
         chip.aicore_ratio = 0.95
 
 
+def serving(**figures):
+    """The serving source's figures (sources/serving) on the host, the others unknown."""
+    def mutate(snapshot, elapsed):
+        snapshot.host.extra["serving"] = dict(figures)
+    return mutate
+
+
+def small_batches_on_idle_chips(snapshot, elapsed):
+    """Requests wait while vLLM runs 4 at a time and every chip idles."""
+    serving(engine="vllm", batch_size=4.0, batch_setting="vLLM's --max-num-seqs")(snapshot, elapsed)
+    snapshot.host.serving_queue_depth = 40.0
+    for chip in snapshot.chips:
+        chip.aicore_ratio = 0.2
+
+
 def half_the_chips_lagging(snapshot, elapsed):
     for chip in snapshot.chips[:CHIPS // 2]:
         chip.aicore_ratio = 0.9
@@ -148,18 +206,28 @@ def first_port(**values):
     return mutate
 
 
-def driver_fault(kind, on_host=False):
-    """A fault of the kmsg source's book on chip 0 (or the host), and none elsewhere."""
+def driver_fault(kind, on_host=False, attribution="unlisted"):
+    """A fault of the kmsg source's book on chip 0 (or on the host: of a device the table does not list, or
+    unattributed), and none elsewhere."""
     fault = {"fault_class": "heartbeat_lost", "kind": kind, "repair_action": "reset_npu", "level": "RestartNPU",
              "summary": "heartbeat lost", "device": 0, "bus": None, "code": "40F84E00", "count": 3,
              "suppressed": 0, "first_seen": 0.0, "last_seen": 0.0, "last_line": "Heartbeat lost!",
-             "window_start": 0.0, "window_count": 3, "place": "device 0"}
+             "window_start": 0.0, "window_count": 3, "place": "device 0",
+             "attribution": "device" if not on_host else attribution}
 
     def mutate(snapshot, elapsed):
         for chip in snapshot.chips:
             chip.extra["driver_faults"] = [fault] if chip.npu == 0 and not on_host else []
         snapshot.host.extra["driver_faults"] = [fault] if on_host else []
     return mutate
+
+
+def job_fault(snapshot, elapsed):
+    """The kmsg source's job fault: one TS exception on four chips of one process within a second."""
+    snapshot.host.extra["job_faults"] = [{
+        "job": "pid 31337", "fault_class": "ts_exception", "code": "B4060007", "level": "RestartBusiness",
+        "summary": "the device's task scheduler (TS) raised an exception", "last_line": "receive ts exception msg",
+        "chips": ["npu0/chip0", "npu1/chip0", "npu2/chip0", "npu3/chip0"], "lines": 12, "seconds": 1.0}]
 
 
 def runtime_view(first=None, every=None):
@@ -195,7 +263,25 @@ def repeating_fault(on_host=False):
 def chips_missing(snapshot, elapsed):
     snapshot.host.extra["chip_count"] = {"expected": CHIPS, "listed": CHIPS - 1, "pci_expected": CHIPS,
                                          "pci": CHIPS, "unlisted": ["0000:c8:00.0"], "missing": 1,
-                                         "problem": "npu-smi lists 7 of 8 chips"}
+                                         "unreadable": 0, "problem": "npu-smi lists 7 of 8 chips"}
+
+
+def activity(cpu_seconds_per_minute=50.0, blocked=()):
+    """A chip's process_activity (sources/procs): its processes' CPU use and the ones stuck in D state."""
+    return {"cpu_seconds_per_minute": cpu_seconds_per_minute,
+            "blocked": [{"pid": pid, "name": "python3", "seconds": seconds} for pid, seconds in blocked]}
+
+
+def hung_chip(snapshot, elapsed):
+    """Chip 0's process holds it and nothing moves, while requests wait."""
+    snapshot.chips[0].aicore_ratio = 0.0
+    snapshot.chips[0].extra["process_activity"] = activity(0.2)
+    snapshot.host.serving_queue_depth = 7.0
+
+
+def process_in_dstate(snapshot, elapsed):
+    snapshot.chips[0].aicore_ratio = 0.0
+    snapshot.chips[0].extra["process_activity"] = activity(0.0, blocked=[(4000, 30.0 + elapsed)])
 
 
 CHIP0 = "npu0/chip0"
@@ -221,6 +307,8 @@ CASES = {
     "cpu-bottleneck": (starved_chip, 315, None, "host"),
     "memory-bound": (first_chip(hbm_bandwidth_ratio=0.95), 315, None, CHIP0),
     "serving-saturated": (growing_queue_on_saturated_chips, 615, None, "host"),
+    "serving-small-batch": (small_batches_on_idle_chips, 315, None, "host"),
+    "serving-slow-model-load": (serving(engine="triton", model_load_seconds=1250.0), 0, None, "host"),
     "load-imbalance": (half_the_chips_lagging, 615, None, "host"),
     "hbm-leak": (leaking_hbm, 3 * 3600, None, CHIP0),
     "source-down": (ecc_source_down, 75, None, "host"),
@@ -230,10 +318,13 @@ CASES = {
     "driver-host-hardware-fault": (driver_fault("hardware", on_host=True), 0, None, "host"),
     "driver-host-device-fault": (driver_fault("device", on_host=True), 0, None, "host"),
     "driver-host-transient-fault": (driver_fault("transient", on_host=True), 0, None, "host"),
+    "driver-unattributed-fault": (driver_fault("hardware", on_host=True, attribution="none"), 0, None, "host"),
+    "job-fault": (job_fault, 0, None, "host"),
     "probe-failed": (first_chip(probe=ProbeSample(state="failed", time=0.0, kind="acl", device_id=0,
                                                   failed_stage="memcpy", error_code=507053,
                                                   detail="acl.rt.memcpy returned 507053", action="Drain it.")),
                      0, None, CHIP0),
+    "network-not-ready": (first_port(not_ready=True), 0, None, CHIP0),
     "network-link-down": (first_port(link_status="DOWN", speed_mbps=None), 0, None, CHIP0),
     "network-link-down-long": (first_port(link_status="DOWN", speed_mbps=None, link_down_seconds=61.0), 0, None,
                                CHIP0),
@@ -256,6 +347,19 @@ CASES = {
     "runtime-soc-mismatch": (runtime_view(first={"soc_name": "Ascend310P3"}), 0, None, CHIP0),
     "runtime-hbm-held": (runtime_view(first={"hbm_free_bytes": HBM_TOTAL // 4}), 0, None, CHIP0),
     "runtime-driver-mismatch": (runtime_view(every={"driver_version": "23.0.7"}), 0, None, "host"),
+    "chip-hung": (hung_chip, 315, None, CHIP0),
+    "chip-dstate": (process_in_dstate, 255, None, CHIP0),
+    # interconnect links (rules/links.py)
+    "hccs-link-unhealthy": (first_links(health="NOK"), 0, None, CHIP0),
+    "hccs-lanes-degraded": (first_links(lane_mode=2), 0, None, CHIP0),
+    "hccs-errors-rising": (first_links(crc_per_poll=3), 120, None, CHIP0),
+    "hccs-link-bandwidth-low": (first_links(link3_gbps=3.0), 315, None, CHIP0),
+    "sio-crc-errors": (first_links(sio_base=12), 0, None, CHIP0),
+    "sio-crc-errors-rising": (first_links(sio_per_poll=2), 120, None, CHIP0),
+    "ub-port-down": (first_ub(status="down", link_status="partial"), 0, None, CHIP0),
+    "ub-port-lanes-partial": (first_ub(status="partial_lanes"), 0, None, CHIP0),
+    "ub-errors-rising": (first_ub(crc_per_poll=3), 120, None, CHIP0),
+    "ub-port-bandwidth-low": (first_ub(port5_mbps=3000), 315, None, CHIP0),
 }
 
 
@@ -290,6 +394,45 @@ def test_builtin_rule_needs_its_duration(rule_id, monkeypatch):
     assert fired is (rule.for_seconds == 0 and rule.expr.window_seconds == 0)
 
 
+def test_small_batches_are_the_one_recommendation_not_a_starving_host():
+    """Requests wait and the chips idle: with small batches the engine's batch limit is the cause
+    (serving-small-batch names its setting), with full batches or no batch figure the host (cpu-bottleneck)."""
+    findings, _ = run(small_batches_on_idle_chips, 315)
+    assert {f.rule for f in findings} == {"serving-small-batch"}
+    assert "--max-num-seqs" in findings[0].hint and "40 requests wait" in findings[0].summary
+
+    def full_batches(snapshot, elapsed):
+        small_batches_on_idle_chips(snapshot, elapsed)
+        snapshot.host.extra["serving"]["batch_size"] = 64.0
+
+    def no_batch_figure(snapshot, elapsed):
+        small_batches_on_idle_chips(snapshot, elapsed)
+        snapshot.host.extra["serving"]["batch_size"] = None
+
+    for mutate in (full_batches, no_batch_figure):
+        findings, _ = run(mutate, 315)
+        assert {f.rule for f in findings} == {"cpu-bottleneck"}
+
+
+def test_busy_chips_or_an_empty_queue_are_no_small_batch_problem():
+    def busy(snapshot, elapsed):
+        small_batches_on_idle_chips(snapshot, elapsed)
+        snapshot.chips[3].aicore_ratio = 0.7  # one chip has work: the batch is not what holds it back
+
+    def nothing_waits(snapshot, elapsed):
+        small_batches_on_idle_chips(snapshot, elapsed)
+        snapshot.host.serving_queue_depth = 0.0
+
+    for mutate in (busy, nothing_waits):
+        findings, _ = run(mutate, 315)
+        assert "serving-small-batch" not in {f.rule for f in findings}
+
+
+def test_a_fast_model_load_is_quiet():
+    findings, _ = run(serving(engine="triton", model_load_seconds=95.0), 0)
+    assert findings == []
+
+
 def test_check_mode_fires_condition_rules_at_once(monkeypatch):
     """`npumon check` has one sample: `for` is ignored, window rules cannot fire."""
     findings, _ = run(first_chip(hbm_bandwidth_ratio=0.95, temperature_celsius=82.0), one_shot=True)
@@ -304,6 +447,58 @@ def test_healthy_host_is_quiet_over_hours():
 def test_healthy_ports_are_quiet_over_hours():
     findings, _ = run(first_port(), seconds=4 * 3600, step=60.0)
     assert findings == []
+
+
+def test_sources_waiting_for_another_or_for_their_first_poll_raise_no_source_down():
+    # `npumon run --simulate=slow`: the hccn tiers wait for npu-smi's chips, then their first polls wait for a slot
+    def waiting(snapshot, elapsed):
+        for tier in ("hccn", "hccn:stat", "hccn:optical", "hccn:config"):
+            snapshot.sources[tier] = SourceStatus(ok=False, error="no chips yet: npu-smi has not listed them",
+                                                  waiting_on="npu-smi")
+        snapshot.sources["npu-smi:power"] = SourceStatus(ok=False, error="not polled yet")
+    assert run(waiting, seconds=300)[0] == []
+
+    def waited_too_long(snapshot, elapsed):  # past its grace hccn says so without waiting_on
+        waiting(snapshot, elapsed)
+        snapshot.sources["hccn"] = SourceStatus(ok=False, error="no chips yet: npu-smi has not listed them for 50s "
+                                                               "(grace 45s)")
+    findings, _ = run(waited_too_long, seconds=75)
+    assert [(finding.rule, finding.summary) for finding in findings] == [("source-down", "1 source(s) failing: hccn")]
+
+
+def test_healthy_ub_ports_are_quiet_over_hours():
+    assert run(first_ub(), seconds=4 * 3600, step=60.0)[0] == []
+
+
+def test_ub_bandwidth_names_the_slow_port_and_an_idle_chip_is_quiet():
+    findings, _ = run(first_ub(status="partial_lanes", port5_mbps=3000), seconds=315)
+    (low,) = [f for f in findings if f.rule == "ub-port-bandwidth-low"]
+    assert low.summary == "UB port 0/5 (UDie/port) carries 6000 MB/s, 25% of its siblings' median 24000 MB/s"
+    assert "partial ports: 0/5" in low.hint and "-u 0 -p 5 -time 100" in low.hint
+    # every port near 0: below the floor, nothing to compare
+    def idle(snapshot, elapsed):
+        first_ub(port5_mbps=0)(snapshot, elapsed)
+        for port in snapshot.chips[0].ub_bandwidth["ports"]:
+            port["tx_mbps"] = port["rx_mbps"] = 0 if port["port"] == 5 else 100
+    assert [f.rule for f in run(idle, seconds=315)[0]] == []
+
+
+def test_ub_ports_a_chip_needs_no_link_on_raise_nothing():
+    # a card alone: the driver marks its links not needed and leaves its ports unlinked
+    findings, _ = run(first_ub(status="down", link_status="not_needed"))
+    assert findings == []
+
+
+def test_ub_findings_name_the_ports():
+    findings, _ = run(first_ub(status="down", link_status="partial"))
+    (down,) = [f for f in findings if f.rule == "ub-port-down"]
+    assert down.summary.startswith("UB port(s) 0/5 (UDie/port) not linked; the chip's UB links are partial")
+    assert down.repair_action == "inspect_hardware" and "HCCL_EXEC_TIMEOUT" in down.hint
+    assert "hccn_tool -g -link -i n/a -u 0 -p 5 " in down.hint  # the test chips have no device_id
+    findings, _ = run(first_ub(crc_per_poll=3), seconds=120)
+    (rising,) = [f for f in findings if f.rule == "ub-errors-rising"]
+    assert "port 0/5: 24 CRC errors, 0 retransmission requests" in rising.summary
+    assert "-stat -i n/a -u 0 -p 5 (crc_error_sum" in rising.hint
 
 
 def test_healthy_host_is_quiet_in_check_mode():

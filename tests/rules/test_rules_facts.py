@@ -78,7 +78,8 @@ def test_chip_without_optional_data():
 def test_every_scalar_chip_field_is_a_fact():
     # Lists, dicts and records are facts through derived names; `extra` holds sources' own values, which their
     # SourceSpec turns into facts.
-    structured = {"ecc", "ecc_counters", "error_codes", "error_information", "processes", "pcie", "probe", "extra"}
+    structured = {"ecc", "ecc_counters", "error_codes", "error_information", "processes", "pcie", "probe", "extra",
+                  "hccs", "hccs_bandwidth", "sio", "ub", "ub_bandwidth"}  # the links: rules/links.py
     for field in dataclasses.fields(ChipSample):
         if field.name not in structured:
             assert field.name in CHIP_FACTS, field.name
@@ -149,17 +150,19 @@ def test_source_facts():
         "npu-smi:ecc": SourceStatus(ok=False, error="timed out after 10 s", last_success=700.0),
         "npu-smi:board": SourceStatus(ok=False, error="not polled yet"),
         "npu-smi:usages": SourceStatus(ok=False, error="not supported", unsupported=True),
+        "npu-smi:power": SourceStatus(ok=False, error="cannot run npu-smi"),
+        "hccn": SourceStatus(ok=False, error="no chips yet: npu-smi has not listed them", waiting_on="npu-smi"),
     }
     facts = facts_of(Snapshot(time=1000.0, host=HostSample(), chips=[], sources=sources))["host"]
     assert facts["source_up.npu-smi"] == 1 and facts["source_up.npu-smi:ecc"] == 0
     assert facts["source_age_seconds.npu-smi"] == 10.0
     assert facts["source_age_seconds.npu-smi:ecc"] == 300.0
     assert facts["source_age_seconds.npu-smi:board"] is None
-    # an unsupported query is not "down"
-    assert facts["down_sources"] == ["npu-smi:ecc", "npu-smi:board"]
+    # not "down": an unsupported query, a tier waiting for its first poll, a source waiting for another one
+    assert facts["down_sources"] == ["npu-smi:ecc", "npu-smi:power"]
     assert facts["down_source_count"] == 2
     assert facts["down_source_text"] == ("npu-smi:ecc (timed out after 10 s; last success 300 s ago); "
-                                         "npu-smi:board (not polled yet; no success since start)")
+                                         "npu-smi:power (cannot run npu-smi; no success since start)")
     assert facts["max_down_source_age_seconds"] == 300.0
 
 

@@ -15,7 +15,7 @@ import pytest
 
 from clocked_host import ClockedHost
 from daemon_harness import DaemonProcess, kill_leftovers, sample, wait_until
-from npumon.config.load import parse_config
+from npumon.settings import parse_config
 from npumon.sim import prepare_simulation
 
 CONFIG = """\
@@ -30,7 +30,7 @@ rule_files: [{rules}]
 # The built-in `for:` of the rules under test, shortened to what a test can wait for.
 SHORT_FOR = """\
 rules:
-  - {id: serving-saturated, for: 3s}
+  - {id: serving-saturated, for: 1s}
   - {id: source-down, for: 2s}
   - {id: cpu-bottleneck, for: 3s}
   - {id: memory-bound, for: 3s}
@@ -52,6 +52,12 @@ CLOCKED_SCENARIOS = [
     ("hbm-leak", 10, {("hbm-leak", "npu4/chip0")}, "with the same processes", 3 * 3600),
     # every npu-smi call hangs (each taking its 10 s deadline): the source is down for the rule's 1 min
     ("hang", 1, {("source-down", "host")}, "npu-smi", 600),
+    # device 3's link 3 at 2 lanes, its CRC errors rising 40 a minute: a rise by the second hccs poll (60 s)
+    ("hccs-degraded", 1, {("hccs-errors-rising", "npu3/chip0"), ("hccs-lanes-degraded", "npu3/chip0"),
+                          ("hccs-link-bandwidth-low", "npu3/chip0")}, "link 3: ", 600),
+    # A3: NPU 2's dies count rising SIO CRC errors (the rise replaces the standing-count finding)
+    ("sio-errors", 1, {("sio-crc-errors-rising", "npu2/chip0"), ("sio-crc-errors-rising", "npu2/chip1")},
+     "SIO (die-to-die) CRC errors rising", 600),
 ]
 CLOCKED_CONFIG = """\
 state_dir: {state}

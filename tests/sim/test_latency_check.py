@@ -10,7 +10,9 @@ import pytest
 
 from npumon.sim.latency import LATENCY_SCALE_ENV
 
-pytestmark = [pytest.mark.e2e, pytest.mark.realistic_latency]
+# slow: promises in wall time (NRPE's 10 s) at hardware speed, around two process starts; a loaded machine, or
+# the default suite's two xdist workers beside them, breaks them (10.03 s against 10 s under a load of 10).
+pytestmark = [pytest.mark.e2e, pytest.mark.realistic_latency, pytest.mark.slow]
 
 
 def check(product, latency_scale, *extra):
@@ -47,13 +49,10 @@ def test_check_on_the_default_product_at_hardware_speed_reports_what_it_reports_
 
 
 def test_check_on_the_16_chip_a3_at_hardware_speed_reports_what_it_reports_without(record_property):
-    # 2 s a call: the quick pass (the table, -t ecc per card, -t health of chips not OK) at check_max_concurrent.
-    # Through npu-smi alone the A3's pass takes 7-9 s, at the edge of the default --timeout 9 with the latency
-    # model's jitter and tails (benchmarks/results/latency.md): that figure is the benchmark's; here the pass
-    # gets the time it needs and must then report exactly what it reports with latency off.
+    # 2 s a call: the quick pass is the table, then -t ecc of every card at once (check_max_concurrent 8) and
+    # -t health of chips not OK: about 5 s of the default --timeout 9 (benchmarks/results/check-a3-quick.md).
     fast, _ = check("atlas-a3", "0")
-    real, took = check("atlas-a3", "1", "--timeout", "20")
+    real, took = check("atlas-a3", "1")  # the default --timeout 9, as NRPE runs it
     record_property("check_wall_seconds", round(took, 2))
     assert report(fast) == (0, "NPU OK - 16 chips OK", 16)
     assert report(real) == report(fast), real.stdout[-2000:]
-    assert took < 20.0

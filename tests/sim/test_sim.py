@@ -1,4 +1,5 @@
-"""The simulated npu-smi: byte-for-byte layouts against real captures, scenarios run as a subprocess,
+"""The simulated npu-smi: byte-for-byte layouts against real captures, scenarios read through its answers
+(in-process; the executable as a subprocess where the process is the point: nominal values, a delay, a hang),
 the scenario clock and state directory, scenario file errors, and (when the parsers are present) that
 every product x scenario parses back to the values the scenario specifies."""
 
@@ -11,6 +12,7 @@ import time
 
 import pytest
 
+from npumon.sim.inprocess import run_in_process
 from npumon.sim.npusmi import HANG_PIDS_FILE, main, respond, sim_host
 from npumon.sim.products import (ATLAS_200I_A2, ATLAS_300I_DUO, ATLAS_800I_A2, ATLAS_A3, FAMILY_910, FAMILY_950,
                                   PRODUCTS, Product)
@@ -301,12 +303,19 @@ def test_unknown_scenario_and_bad_arguments_are_rejected(tmp_path):
         prepare_simulation(str(tmp_path), "healthy", time_scale=-1)
 
 
-# -- the executable, one subprocess per scenario -----------------------------------------------------------
+# -- the scenarios through the simulator's answers ---------------------------------------------------------
 
 
 def run(sim, *args):
+    """The executable as a subprocess."""
     return subprocess.run(sim.npu_smi_argv + list(args), env=dict(os.environ, **sim.env), capture_output=True,
                           text=True, timeout=PROCESS_TIMEOUT)
+
+
+def answer(sim, *args):
+    """The same answer in this process (sim/inprocess.py; tests/sim/test_sim_inprocess.py holds it to the
+    executable's output, exit status and waits): no interpreter start per call."""
+    return run_in_process(sim.npu_smi_argv + list(args), sim.env, PROCESS_TIMEOUT)
 
 
 def table_rows(text):
@@ -332,7 +341,7 @@ def test_healthy_scenario_runs_as_a_subprocess_with_nominal_values(tmp_path):
 
 def test_overheat_shows_a_hot_chip_and_one_in_the_warning_band(tmp_path):
     sim = prepare_simulation(str(tmp_path), "overheat", time_scale=0)
-    temperatures = {npu: temperature for npu, _, _, temperature in table_rows(run(sim, "info").stdout)}
+    temperatures = {npu: temperature for npu, _, _, temperature in table_rows(answer(sim, "info").stdout)}
     assert temperatures[0] >= 85 and 80 <= temperatures[1] <= 84
     state = read_state(sim.env["NPUMON_SIM_STATE"])
     assert [sim_host(state, t).chips[0][1].temperature_celsius for t in (0.0, 120.0, 3600.0)] == [87, 90, 105]
@@ -340,7 +349,7 @@ def test_overheat_shows_a_hot_chip_and_one_in_the_warning_band(tmp_path):
 
 def test_ecc_rising_counts_single_bit_errors_and_an_isolated_double_bit_page(tmp_path):
     sim = prepare_simulation(str(tmp_path), "ecc-rising", time_scale=60)
-    text = run(sim, "info", "-t", "ecc", "-i", "2").stdout
+    text = answer(sim, "info", "-t", "ecc", "-i", "2").stdout
     counts = {line.split(":")[0].strip(): int(line.split(":")[1]) for line in text.splitlines() if ":" in line}
     assert counts["HBM Single Bit Error Count"] >= 120
     assert counts["HBM Double Bit Error Count"] == 1 and counts["HBM Double Bit Isolated Pages Count"] == 1
@@ -350,10 +359,10 @@ def test_ecc_rising_counts_single_bit_errors_and_an_isolated_double_bit_page(tmp
 
 def test_health_alarm_prints_alarm_with_the_real_error_codes(tmp_path):
     sim = prepare_simulation(str(tmp_path), "health-alarm", time_scale=0)
-    text = run(sim, "info", "-t", "health", "-i", "0", "-c", "0").stdout
+    text = answer(sim, "info", "-t", "health", "-i", "0", "-c", "0").stdout
     assert "\tHealth Status                  : Alarm\n" in text
     assert "\tError Code                     : A4025021 8C03A000 8C084E00\n" in text
-    health = {npu: health for npu, health, _, _ in table_rows(run(sim, "info").stdout)}
+    health = {npu: health for npu, health, _, _ in table_rows(answer(sim, "info").stdout)}
     assert (health[0], health[1], health[2]) == ("Alarm", "Warning", "OK")
 
 
@@ -361,7 +370,7 @@ def test_cpu_bottleneck_starves_the_npus_while_one_numa_node_saturates(tmp_path)
     sim = prepare_simulation(str(tmp_path), "cpu-bottleneck")
     before = _cpu_jiffies(sim.root)
     time.sleep(0.3)
-    text = run(sim, "info", "-t", "usages", "-i", "0").stdout
+    text = answer(sim, "info", "-t", "usages", "-i", "0").stdout
     after = _cpu_jiffies(sim.root)
     assert int(text.split("Aicore Usage Rate(%)           : ")[1].split()[0]) < 30
     # each call moves the fake /proc/stat on; NUMA node 0 (CPUs 0-3) is near saturation, node 1 is not
@@ -374,7 +383,7 @@ def test_cpu_bottleneck_starves_the_npus_while_one_numa_node_saturates(tmp_path)
 
 def test_memory_bound_runs_hbm_bandwidth_above_90_percent(tmp_path):
     sim = prepare_simulation(str(tmp_path), "memory-bound", time_scale=0)
-    text = run(sim, "info", "-t", "usages", "-i", "0").stdout
+    text = answer(sim, "info", "-t", "usages", "-i", "0").stdout
     assert int(text.split("HBM Bandwidth Usage Rate(%)    : ")[1].split()[0]) > 90
 
 
@@ -386,7 +395,8 @@ def _compatibility_lines(board_text):
 
 def test_board_incompatible_prints_nok_for_the_card_of_device_2_only(tmp_path):
     sim = prepare_simulation(str(tmp_path), "board-incompatible", time_scale=0)
-    printed = {npu: _compatibility_lines(run(sim, "info", "-t", "board", "-i", str(npu)).stdout) for npu in range(8)}
+    printed = {npu: _compatibility_lines(answer(sim, "info", "-t", "board", "-i", str(npu)).stdout)
+               for npu in range(8)}
     assert printed == {npu: ["NOK" if npu == 2 else "OK"] for npu in range(8)}
     # device 2 opens a card on the multi-chip products too; the SoC board prints no Compatibility at all
     for product_name, nok_card in (("atlas-a3", 1), ("atlas-300i-duo", 5), ("atlas-200i-a2", None)):
@@ -410,17 +420,17 @@ def test_slow_answers_after_its_delay_and_user_scenario_files_work(tmp_path):
 
 def test_unsupported_refuses_every_query_but_prints_the_table(tmp_path):
     sim = prepare_simulation(str(tmp_path), "unsupported", time_scale=0)
-    result = run(sim, "info", "-t", "usages", "-i", "0")
+    result = answer(sim, "info", "-t", "usages", "-i", "0")
     assert (result.stdout, result.returncode) == ("This device does not support querying usages.\n", 0)
     assert len(table_rows(respond(["info"], sim_host(read_state(sim.env["NPUMON_SIM_STATE"]), 0.0))[0])) == 8
 
 
 def test_garbage_cuts_the_table_mid_row_and_corrupts_cells(tmp_path):
     sim = prepare_simulation(str(tmp_path), "garbage", time_scale=0)
-    table = run(sim, "info").stdout
+    table = answer(sim, "info").stdout
     assert "#?%!" in table and not table.endswith("\n") and not table.endswith("|")
-    assert table == run(sim, "info").stdout  # deterministic
-    usages = run(sim, "info", "-t", "usages", "-i", "0").stdout
+    assert table == answer(sim, "info").stdout  # deterministic
+    usages = answer(sim, "info", "-t", "usages", "-i", "0").stdout
     assert "Chip ID" not in usages and not usages.endswith("\n")
 
 
@@ -447,11 +457,11 @@ def test_hang_never_answers_and_leaves_an_orphan_unless_the_group_is_killed(tmp_
 
 def test_time_moves_with_the_time_scale_and_the_state_directory_keeps_calls_consistent(tmp_path):
     frozen = prepare_simulation(str(tmp_path / "frozen"), "overheat", time_scale=0)
-    assert run(frozen, "info").stdout == run(frozen, "info").stdout
+    assert answer(frozen, "info").stdout == answer(frozen, "info").stdout
     running = prepare_simulation(str(tmp_path / "running"), "overheat", time_scale=120)  # 3 C per second
-    first = table_rows(run(running, "info").stdout)[0][3]
+    first = table_rows(answer(running, "info").stdout)[0][3]
     time.sleep(0.7)
-    second = table_rows(run(running, "info").stdout)[0][3]
+    second = table_rows(answer(running, "info").stdout)[0][3]
     assert second > first
 
 
@@ -592,7 +602,7 @@ def test_hbm_leak_grows_one_chips_memory_and_its_process_with_the_same_pid(tmp_p
     assert late[4].processes[0][2] > early[4].processes[0][2]  # the process holds the growth
     assert all(late[device].memory_used_mb == early[device].memory_used_mb for device in early if device != 4)
     # the table npumon reads every poll shows it too
-    assert "VLLMEngineCore" in run(sim, "info").stdout
+    assert "VLLMEngineCore" in answer(sim, "info").stdout
 
 
 def test_serving_saturated_queue_only_grows_while_every_chip_is_above_90_percent(tmp_path):

@@ -4,13 +4,11 @@ fires on the scenario made for it (kmsg lines in the driver's formats, the chip-
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 
 from clocked_host import ClockedHost
-from npumon.config.load import parse_config
+from npumon.settings import parse_config
 from npumon.faults.patterns import load_patterns, match_line
 from npumon.sim import ScenarioError, prepare_simulation
 from npumon.sim.kmsg import KMSG_FILE, LINES, due
@@ -23,14 +21,20 @@ probe: {{enabled: false}}
 """
 # scenario -> the findings (rule, subject) it must raise on the fake clock within `seconds`
 SCENARIOS = [
+    # three driver wordings of the loss, each on its own chip
     ("heartbeat-lost", {("driver-device-fault", "npu2/chip0"), ("driver-fault-repeating", "npu2/chip0"),
-                        ("driver-device-fault", "npu5/chip0")}, 60),
+                        ("driver-device-fault", "npu5/chip0"), ("driver-device-fault", "npu6/chip0")}, 60),
+    # the event lines name no device: they are npu3's, the chip npu-smi reports their code on
     ("hbm-ecc-fault", {("health-alarm", "npu3/chip0"), ("ecc-uncorrectable", "npu3/chip0"),
-                       ("driver-host-transient-fault", "host"), ("driver-host-fault-repeating", "host")}, 600),
-    ("card-drop", {("chips-missing", "host"), ("driver-host-device-fault", "host")}, 60),
+                       ("driver-transient-fault", "npu3/chip0"), ("driver-fault-repeating", "npu3/chip0")}, 600),
+    ("card-drop", {("chips-missing", "host"), ("driver-host-device-fault", "host"),
+                   ("driver-host-fault-repeating", "host")}, 60),
     ("link-down-escalation", {("network-link-down", "npu5/chip0"), ("network-link-down-long", "npu5/chip0")}, 120),
     ("kmsg-storm", {("driver-transient-fault", "npu0/chip0")}, 60),
+    ("job-software-fault", {("job-fault", "host")}, 30),
 ]
+# the findings about attribution and jobs: a scenario raises them only where it names them
+ATTRIBUTION_RULES = {"job-fault", "driver-unattributed-fault"}
 NEW_RULES = {"driver-fault-repeating", "driver-host-fault-repeating", "chips-missing", "network-link-down-long"}
 
 
@@ -56,7 +60,23 @@ def test_each_fault_scenario_raises_its_findings_on_the_fake_clock(tmp_path, sce
     finally:
         host.close()
     assert wanted <= seen, "missing {}".format(sorted(wanted - seen))
+    assert {rule for rule, _ in seen} & ATTRIBUTION_RULES <= {rule for rule, _ in wanted}, sorted(seen)
 
+
+def test_the_job_fault_names_the_four_chips_and_none_of_them_gets_a_finding_of_its_own(tmp_path):
+    host = clocked(tmp_path, "job-software-fault")
+    try:
+        host.run_for(60)
+        findings = list(host.findings)
+        job_faults = host.snapshot.host.extra["job_faults"]
+    finally:
+        host.close()
+    assert [(f.rule, f.subject, f.repair_action, f.level) for f in findings if f.rule.startswith(("driver-", "job-"))] \
+        == [("job-fault", "host", "restart_workload", None)]
+    job_fault, = job_faults
+    assert (job_fault["job"], job_fault["code"], job_fault["chips"]) == (
+        "pid 31337", "B4060007", ["npu0/chip0", "npu1/chip0", "npu2/chip0", "npu3/chip0"])
+    assert job_fault["lines"] == 12 and job_fault["seconds"] == 1.0  # three lines each, half a second apart
 
 def test_every_new_rule_fires_in_some_scenario():
     assert NEW_RULES <= {rule for _, wanted, _ in SCENARIOS for rule, _ in wanted}
@@ -70,7 +90,7 @@ def test_healthy_has_the_kernel_log_on_and_raises_no_fault_finding(tmp_path):
     finally:
         host.close()
     assert sources["kmsg"].ok and sources["chip-count"].ok
-    assert not [f for f in host.findings if f.rule.startswith(("driver-", "chips-", "network-"))]
+    assert not [f for f in host.findings if f.rule.startswith(("driver-", "chips-", "network-", "job-"))]
     assert host.snapshot.host.extra["chip_count"]["expected"] == 8
 
 
@@ -104,11 +124,13 @@ def test_every_simulated_line_is_matched_by_the_shipped_patterns():
     patterns = load_patterns()
     classes = {}
     for name, (_, text) in LINES.items():
-        fault = match_line(text.format(device=3, n=1, code="80E01801"), patterns)
+        fault = match_line(text.format(device=3, n=1, code="80E01801", code_lower="b4060007"), patterns)
         classes[name] = None if fault is None else (fault.fault_class, fault.device)
     assert None not in classes.values(), classes
     assert classes["heartbeat_lost"] == ("heartbeat_lost", 3) and classes["heartbeat_lost_old"] == ("heartbeat_lost", 3)
     assert classes["fault_event"] == ("memory_fault_event", None)  # the device event log names no device
+    assert classes["heartbeat_lost_module_first"] == ("heartbeat_lost", 3)
+    assert classes["ts_exception"] == ("ts_exception", 3)
 
 
 def test_lines_come_as_the_scenario_clock_runs():
@@ -133,7 +155,7 @@ def test_the_log_is_written_once_whatever_the_number_of_readers(tmp_path):
 
 @pytest.mark.parametrize("entry,message", [
     ("{line: nonsense, devices: [1]}", "kmsg[0].line: must be one of"),
-    ("{line: fault_event, devices: [1]}", "kmsg[0].code: a fault_event line needs a code"),
+    ("{line: fault_event, devices: [1]}", "kmsg[0].code: fault_event and ts_exception lines need a code"),
     ("{line: heartbeat_lost}", "kmsg[0].devices: missing"),
     ("{line: dma_timeout, devices: [0], count: 2000000}", "kmsg[0].count: at most 1000000"),
 ])
@@ -152,10 +174,8 @@ def test_every_fault_scenario_has_a_description():
 
 
 @pytest.mark.integration
-def test_check_on_the_card_drop_scenario_reports_the_missing_card_with_its_repair_action(tmp_path):
-    result = subprocess.run([sys.executable, "-m", "npumon.cli.main", "check", "--simulate=card-drop", "--json"],
-                            capture_output=True, text=True, timeout=120,
-                            env=dict(os.environ, NPUMON_SIM_LATENCY_SCALE="0"))
+def test_check_on_the_card_drop_scenario_reports_the_missing_card_with_its_repair_action(cli):
+    result = cli("check", "--simulate=card-drop", "--json", env={"NPUMON_SIM_LATENCY_SCALE": "0"})  # in-process
     document = json.loads(result.stdout)
     findings = {finding["rule"]: finding for finding in document["findings"]}
     assert result.returncode == 2
@@ -176,3 +196,34 @@ def test_the_dropped_card_is_gone_from_the_table_and_refuses_queries_but_stays_o
     text, status = respond(["info", "-t", "health", "-i", "7", "-c", "0"], host)
     assert text.startswith("Invalid card id.") and status != 0
     assert len(npu_pci_devices(sim.root)) == 8
+
+
+def test_every_scenario_with_kernel_log_lines_is_checked_for_the_attribution_findings():
+    """The others write no kernel log line, so no fault of theirs can be a job's or unattributed."""
+    from npumon.sim.scenario import list_scenarios
+
+    with_lines = {name for name in list_scenarios() if load_scenario(name).get("kmsg")}
+    assert with_lines and with_lines <= {name for name, _, _ in SCENARIOS}
+
+
+@pytest.mark.integration
+def test_check_on_the_job_scenario_raises_one_job_fault_and_nothing_on_the_chips(cli):
+    # --no-probe: only the kernel log's findings are asserted, and the probe starts a child process per chip
+    result = cli("check", "--full", "--no-probe", "--simulate=job-software-fault", "--json",
+                 env={"NPUMON_SIM_LATENCY_SCALE": "0"})
+    document = json.loads(result.stdout)
+    kernel_log = [f for f in document["findings"] if f["rule"].startswith(("driver-", "job-"))]
+    assert [(f["rule"], f["subject"], f["repair_action"]) for f in kernel_log] == [
+        ("job-fault", "host", "restart_workload")]
+    assert "npu0/chip0, npu1/chip0, npu2/chip0, npu3/chip0" in kernel_log[0]["summary"]
+    assert all(fault["job"] == "pid 31337" for chip in document["chips"][:4] for fault in chip["driver_faults"])
+
+
+@pytest.mark.integration
+def test_check_on_the_hbm_ecc_scenario_suggests_no_missing_card(cli):
+    result = cli("check", "--simulate=hbm-ecc-fault", "--json", env={"NPUMON_SIM_LATENCY_SCALE": "0"})
+    findings = json.loads(result.stdout)["findings"]
+    assert not [f for f in findings if f["subject"] == "host" and f["rule"].startswith("driver-")]
+    assert not [f for f in findings if "missing card" in f["hint"]]
+    repeating, = [f for f in findings if f["rule"] == "driver-fault-repeating"]
+    assert (repeating["subject"], repeating["level"]) == ("npu3/chip0", "ManuallySeparateNPU")

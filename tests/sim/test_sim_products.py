@@ -5,8 +5,6 @@ each output compared line by line with the real capture or Huawei's own example 
 import dataclasses
 import json
 import re
-import subprocess
-import sys
 
 import pytest
 
@@ -188,12 +186,11 @@ FAULTS = [("healthy", 0, set()), ("overheat", 2, {"temperature-critical", "tempe
 
 @pytest.mark.parametrize("product", ["atlas-800-9000", "atlas-350"])
 @pytest.mark.parametrize("scenario, code, rules", FAULTS, ids=[fault[0] for fault in FAULTS])
-def test_the_rules_fire_as_on_the_default_product(product, scenario, code, rules):
-    """The exit code and findings test_check.py asserts for each scenario on the 910B3 host."""
+def test_the_rules_fire_as_on_the_default_product(cli, product, scenario, code, rules):
+    """The exit code and findings test_check.py asserts for each scenario on the 910B3 host (through the CLI's
+    main() in-process: tests/conftest.py's `cli`)."""
     full = ["--full"] if scenario in ("board-incompatible", "memory-bound") else []
-    proc = subprocess.run([sys.executable, "-m", "npumon.cli.main", "check", "--json",
-                           "--simulate={}".format(scenario), "--sim-product", product] + full,
-                          capture_output=True, text=True, timeout=120)
+    proc = cli("check", "--json", "--simulate={}".format(scenario), "--sim-product", product, *full)
     document = json.loads(proc.stdout)
     assert proc.returncode == code, (document["findings"], proc.stderr[-2000:])
     assert {finding["rule"] for finding in document["findings"]} == rules

@@ -10,7 +10,7 @@ import sys
 
 from daemon_harness import wait_until
 from npumon.childenv import SYSTEMD_VARIABLES, child_environment, withhold
-from npumon.config.load import load_config
+from npumon.settings import load_config
 from npumon.services.control.watchdog import WatchdogProcess
 from npumon.sim import prepare_simulation
 from npumon.sources.runner import CommandResult, CommandRunner

@@ -79,7 +79,7 @@ def test_an_unreadable_state_file_is_learned_afresh(tmp_path):
 @pytest.mark.parametrize("text,problem", [("-1", "must be 0 (learn it) or more")])
 def test_a_bad_expected_chips_is_one_line_naming_the_key(tmp_path, text, problem):
     from npumon.config.errors import ConfigError
-    from npumon.config.load import parse_config
+    from npumon.settings import parse_config
 
     with pytest.raises(ConfigError) as raised:
         parse_config("faults: {{expected_chips: {}}}\n".format(text), "npumon.yaml")

@@ -4,10 +4,11 @@ import os
 import sys
 import threading
 import time
+import tracemalloc
 
 import psutil
 
-from npumon.sources.runner import CommandResult, CommandRunner
+from npumon.sources.runner import BINARY_OUTPUT, READ_CHUNK_BYTES, CommandResult, CommandRunner
 
 PY = sys.executable
 
@@ -93,9 +94,67 @@ def test_a_budget_cuts_a_running_call_off():
     assert (stats.calls, stats.failures, stats.timeouts) == (1, 1, 1)
 
 
-def test_undecodable_output_does_not_raise():
-    runner = CommandRunner([PY, "-c", "import sys; sys.stdout.buffer.write(b'\\xff\\xfe ok')"], timeout_seconds=5)
-    assert runner.run([]).stdout.endswith(" ok")
+def test_a_stray_undecodable_byte_after_the_first_chunk_of_text_is_replaced():
+    # os.read takes at most one chunk: the first is clean text, whatever the timing
+    runner = CommandRunner([PY, "-c", "import sys; sys.stdout.buffer.write(b'x' * {} + b'\\xff ok')".format(
+        READ_CHUNK_BYTES)], timeout_seconds=5)
+    result = runner.run([])
+    assert result.error is None and result.stdout.endswith("x\ufffd ok")
+
+
+# -- output that is not text ------------------------------------------------------------------------------
+
+def _writer(data_expression: str) -> CommandRunner:
+    return CommandRunner([PY, "-c", "import os, sys; sys.stdout.buffer.write({})".format(data_expression)],
+                         timeout_seconds=10)
+
+
+def test_binary_output_is_refused_as_it_comes_with_one_line():
+    started = time.monotonic()
+    result = _writer("os.urandom(4 * 1024 * 1024 - 1)").run([])
+    assert (result.error, result.stdout, result.stderr, result.returncode) == (BINARY_OUTPUT, "", "", None)
+    assert "\n" not in result.describe_failure() and time.monotonic() - started < 5
+
+
+def test_a_first_chunk_that_is_not_utf8_is_binary():
+    assert _writer("b'\\xff\\xfe ok'").run([]).error == BINARY_OUTPUT
+
+
+def test_a_nul_byte_after_the_first_chunk_is_binary_too():
+    assert _writer("b'a' * {} + b'\\0 tail'".format(3 * READ_CHUNK_BYTES)).run([]).error == BINARY_OUTPUT
+
+
+def test_utf8_cut_at_the_end_of_the_first_chunk_is_text():
+    # a 3-byte character across the first chunk's end: not an undecodable byte
+    result = _writer("b'a' * {} + '\u00e9\u4e2d'.encode() * 10".format(READ_CHUNK_BYTES - 4)).run([])
+    assert result.error is None and result.stdout.endswith("\u00e9\u4e2d")
+
+
+def test_a_spawned_answer_that_is_not_text_is_refused_alike():
+    runner = CommandRunner(["npu-smi"], timeout_seconds=5,
+                           spawn=lambda argv, env, timeout: CommandResult(argv, 0, "ok\x00\x01garbage", "", 0.01))
+    result = runner.run(["info"])
+    assert (result.error, result.stdout, result.returncode) == (BINARY_OUTPUT, "", None)
+
+
+def test_a_text_answer_is_held_at_most_about_twice_its_size():
+    size = 4 * 1024 * 1024 - 1
+    runner = _writer("(b'link up count: 1234567890' + b'x' * 74 + b'\\n') * {} ".format(size // 100))
+    tracemalloc.start()
+    try:
+        result = runner.run([])
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert len(result.stdout) == size // 100 * 100
+    assert peak < 2.3 * size, "peak {:.1f} x the answer".format(peak / size)
+
+
+def test_a_failure_names_the_first_line_bounded_without_its_blanks():
+    result = CommandResult(["tool"], 2, "x" * 1000 + "\n" * 10, "\n  \n  first problem  \nsecond\n", 0.1)
+    assert result.describe_failure() == "exit status 2: first problem"
+    result = CommandResult(["tool"], 2, "y" * 1000 + "\nsecond", " \n", 0.1)
+    assert result.describe_failure() == "exit status 2: " + "y" * 200
 
 
 # -- an injected spawn in place of the subprocess ----------------------------------------------------------
@@ -141,3 +200,34 @@ def test_a_spawn_keeps_the_slots_and_the_shutdown_refusal():
     refused = runner.run(["info"])
     assert not refused.started and "shutting down" in refused.error
     assert len(running) == 1
+
+
+def test_calls_ended_by_npumon_s_own_stop_are_marked_stopped_and_not_counted_as_failures():
+    runner = CommandRunner([PY, "-c"], timeout_seconds=30, max_concurrent=1)
+    results = {}
+
+    def run(name, code):
+        results[name] = runner.run([code], label="tier")
+
+    running = threading.Thread(target=run, args=("running", "import time; print('half', flush=True); time.sleep(30)"))
+    running.start()
+    while not runner._live:  # the call is under way
+        time.sleep(0.01)
+    queued = threading.Thread(target=run, args=("queued", "print('never')"))  # waits for the only slot
+    queued.start()
+    time.sleep(0.2)
+    runner.terminate_all()
+    running.join(10)
+    queued.join(10)
+    results["after"] = runner.run(["print('never')"], label="tier")
+    killed = results["running"]
+    assert killed.stopped and killed.started and killed.stdout == "" and not killed.timed_out
+    assert killed.describe_failure() == "stopped by npumon's own stop or reload"
+    for name in ("queued", "after"):
+        assert results[name].stopped and not results[name].started, name
+        assert results[name].describe_failure() == "not run: npumon is shutting down"
+    stats = runner.stats.snapshot()["tier"]
+    assert (stats.calls, stats.failures, stats.not_started) == (0, 0, 0)
+    # a call that ended on its own before the stop is what it was
+    plain = CommandRunner([PY, "-c"], timeout_seconds=5)
+    assert not plain.run(["import sys; sys.exit(3)"]).stopped

@@ -13,8 +13,8 @@ import psutil
 import pytest
 
 from npumon.config.errors import ConfigError
-from npumon.config.load import parse_config
-from npumon.config.schema import Config
+from npumon.settings import parse_config
+from npumon.settings import Config
 from npumon.sources.children import kill_orphaned_calls
 from npumon.sources.runner import MAX_OUTPUT_BYTES, CommandRunner
 

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 import time
+import tracemalloc
 from contextlib import contextmanager
 
 import pytest
@@ -20,14 +21,15 @@ from npumon.sources.base import Parts, SourceContext
 from npumon.sources.runner import CommandRunner
 from npumon.sources.target import Target
 from npumon.config.errors import ConfigError
-from npumon.config.load import parse_config
-from npumon.config.schema import Config
+from npumon.settings import parse_config
+from npumon.settings import Config
 from npumon.model import HostSample
 from npumon.sim import prepare_simulation, serving_queue_depth
-from npumon.sim.queue_server import QueueServer, render_metrics
+from npumon.sim.queue_server import QueueServer
 from npumon.sources.serving.config import PRESETS, ServingConfig, display_url
 from npumon.sources.serving.fetch import ServingError
-from npumon.sources.serving.source import ServingQueueSource, build, queue_depth_from_text
+from npumon.sources.serving.figures import parse_exposition
+from npumon.sources.serving.source import ServingQueueSource, build
 
 # Expositions written in each server's format (metric and label names as the servers document them).
 VLLM_TEXT = """\
@@ -140,7 +142,7 @@ def poll_once(url, **settings):
     try:
         source.poll("serving-queue", [])
         now = time.time()
-        return source.reading.status(now), depth_in(source, now)
+        return source.statuses(now)["serving-queue"], depth_in(source, now)
     finally:
         source.close()
 
@@ -192,11 +194,27 @@ def test_custom_metric_name_and_counter_sample_name():
     assert status.ok and value == 183211.0
 
 
+def test_a_large_answer_is_parsed_family_by_family_not_all_held():
+    # an 8 MiB answer (serving.max_body_bytes) of histograms, the queue gauge last
+    family = ("# HELP vllm:latency_{0} Latency.\n# TYPE vllm:latency_{0} histogram\n" +
+              "".join('vllm:latency_{{0}}_bucket{{{{model_name="llama-70b",le="{0}"}}}} {0}\n'.format(le)
+                      for le in range(40)))
+    blocks = [family.format(n) for n in range(8 * 1024 * 1024 // len(family.format(99999)))]
+    text = "".join(blocks) + '# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting{model_name="a"} 7\n'
+    tracemalloc.start()
+    try:
+        assert parse_exposition(text, "vllm:num_requests_waiting", {}).queue_depth == 7.0
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 0.5 * len(text), "peak {:.1f} x the answer".format(peak / len(text))
+
+
 def test_nan_series_are_skipped_and_all_nan_is_an_error():
     text = "queue{m=\"a\"} NaN\nqueue{m=\"b\"} 4\n"
-    assert queue_depth_from_text(text, "queue", {}) == 4.0
+    assert parse_exposition(text, "queue", {}).queue_depth == 4.0
     with pytest.raises(ServingError, match="NaN or infinite"):
-        queue_depth_from_text("queue NaN\n", "queue", {})
+        parse_exposition("queue NaN\n", "queue", {}).queue_depth
 
 
 # --- every failure kind is a one-line status, never an exception ----------------------------------------
@@ -337,12 +355,12 @@ def test_failed_poll_keeps_the_last_value_while_fresh_then_drops_it():
     with http_server(answer(200, MINDIE_TEXT)) as server:
         source = ServingQueueSource(ServingConfig(enabled=True, preset="mindie", url=server.url),
                                     clock=lambda: clock[0], max_age=60)
-        assert source.reading.status(clock[0]).error == "not polled yet"
+        assert source.statuses(clock[0])["serving-queue"].error == "not polled yet"
         source.poll("serving-queue", [])
         server.route = answer(503, "busy\n")
         clock[0] = 1030.0
         source.poll("serving-queue", [])
-    status = source.reading.status(1030.0)
+    status = source.statuses(1030.0)["serving-queue"]
     assert depth_in(source, 1030.0) == 27.0  # the 30 s old value is still fresh
     assert not status.ok and status.last_success == 1000.0 and "HTTP 503" in status.error
     assert depth_in(source, 1061.0) is None
@@ -354,8 +372,8 @@ def test_a_successful_source_goes_stale_when_it_stops_polling():
         source = ServingQueueSource(ServingConfig(enabled=True, url=server.url), clock=lambda: 1000.0, max_age=60)
         source.poll("serving-queue", [])
     source.close()
-    assert source.reading.status(1050.0).ok
-    stale = source.reading.status(1100.0)
+    assert source.statuses(1050.0)["serving-queue"].ok
+    stale = source.statuses(1100.0)["serving-queue"]
     assert not stale.ok and stale.error == "stale: last success 100s ago (max age 60s)"
 
 
@@ -363,7 +381,7 @@ def test_a_successful_source_goes_stale_when_it_stops_polling():
 @given(st.text(alphabet=st.sampled_from('ab_:{}="\\ \n#0123456789.eE+-,\t<>HELPTYPE'), max_size=120))
 def test_parsing_any_text_gives_a_number_or_a_serving_error(text):
     try:
-        value = queue_depth_from_text(text, "a", {})
+        value = parse_exposition(text, "a", {}).queue_depth
     except ServingError as exc:
         assert "\n" not in str(exc)
     else:
@@ -433,15 +451,12 @@ def test_simulated_endpoint_serves_the_scenario_depth_in_vllm_format(tmp_path):
     with QueueServer(str(tmp_path)) as queue:
         assert queue.url.startswith("http://127.0.0.1:")
         # on although the config leaves it off
-        (source,) = serving_sources(Config(), Target(["npu-smi"], None, "/", simulated=True, serving_url=queue.url))
+        (source,) = serving_sources(Config(), Target(["npu-smi"], None, "/", serving_url=queue.url))
         source.poll("serving-queue", [])
         now = time.time()
         depth = depth_in(source, now)
         source.close()
     assert expected >= 100 and depth == expected
-    assert render_metrics(3.4) == ("# HELP vllm:num_requests_waiting Number of requests waiting to be processed.\n"
-                                   "# TYPE vllm:num_requests_waiting gauge\n"
-                                   'vllm:num_requests_waiting{model_name="sim-model"} 3.0\n')
 
 
 def test_simulated_endpoint_answers_404_elsewhere_and_500_without_state(tmp_path):
@@ -458,7 +473,7 @@ def test_simulated_config_keeps_timing_but_not_the_real_endpoint():
     config = ServingConfig(enabled=False, preset="triton", labels={"model": "x"}, timeout_seconds=2.0,
                            interval_seconds=7.0, url="http://10.1.1.1/metrics")
     (source,) = serving_sources(Config(serving=config),
-                                Target(["npu-smi"], None, "/", simulated=True, serving_url="http://127.0.0.1:1/metrics"))
+                                Target(["npu-smi"], None, "/", serving_url="http://127.0.0.1:1/metrics"))
     assert (source.url, source.metric, source.tiers()[0].interval) == ("http://127.0.0.1:1/metrics",
                                                               "vllm:num_requests_waiting", 7.0)
     assert source.config.labels == {} and source.config.timeout_seconds == 2.0
@@ -488,17 +503,16 @@ def test_standalone_queue_server_without_a_simulation_is_one_line(tmp_path):
 # --- end to end: `npumon check --simulate` --------------------------------------------------------------
 
 
-def run_check(tmp_path, scenario):
+def run_check(cli, tmp_path, scenario):
     # A generous npu-smi deadline: on a loaded CI machine the simulated npu-smi calls can take seconds each,
     # and a timed-out query would add a source-down finding that has nothing to do with the serving queue.
     config = tmp_path / "npumon.yaml"
     config.write_text("npu_smi_timeout_seconds: 60\n")
-    return subprocess.run([sys.executable, "-m", "npumon.cli.main", "check", "--json", "--config", str(config),
-                           "--simulate=" + scenario], capture_output=True, text=True, timeout=300)
+    return cli("check", "--json", "--config", str(config), "--simulate=" + scenario)  # main() in-process
 
 
-def test_check_cpu_bottleneck_shows_the_queue_depth(tmp_path):
-    proc = run_check(tmp_path, "cpu-bottleneck")
+def test_check_cpu_bottleneck_shows_the_queue_depth(cli, tmp_path):
+    proc = run_check(cli, tmp_path, "cpu-bottleneck")
     doc = json.loads(proc.stdout)
     assert doc["sources"]["serving-queue"]["ok"] is True
     summaries = [f["summary"] for f in doc["findings"] if f["rule"] == "cpu-bottleneck"]
@@ -508,8 +522,8 @@ def test_check_cpu_bottleneck_shows_the_queue_depth(tmp_path):
     assert proc.returncode == 1
 
 
-def test_check_healthy_stays_ok_with_the_serving_source(tmp_path):
-    proc = run_check(tmp_path, "healthy")
+def test_check_healthy_stays_ok_with_the_serving_source(cli, tmp_path):
+    proc = run_check(cli, tmp_path, "healthy")
     doc = json.loads(proc.stdout)
     assert doc["sources"]["serving-queue"]["ok"] is True
     assert doc["status"] == "ok" and doc["findings"] == [] and proc.returncode == 0
@@ -521,5 +535,5 @@ def test_a_source_polled_less_often_than_max_age_is_not_stale_between_polls():
                                     clock=lambda: 1000.0)
         source.poll("serving-queue", [])
     source.close()
-    assert source.reading.status(1000.0 + 299).ok  # waiting for the next poll, not stale
-    assert source.reading.status(1000.0 + 601).error == "stale: last success 601s ago (max age 600s)"
+    assert source.statuses(1000.0 + 299)["serving-queue"].ok  # waiting for the next poll, not stale
+    assert source.statuses(1000.0 + 601)["serving-queue"].error == "stale: last success 601s ago (max age 600s)"

@@ -13,8 +13,8 @@ from prometheus_client import generate_latest
 
 import example_source
 from npumon.cli.main import main as npumon_main
-from npumon.config.load import parse_config
-from npumon.config.schema import SECTIONS, Config
+from npumon.settings import parse_config
+from npumon.settings import SECTIONS, Config
 from npumon.model import ChipSample, HostSample, SourceStatus
 from npumon.outputs.exporter import ExporterView, build_registry
 from npumon.outputs.report import status_document
@@ -22,8 +22,9 @@ from npumon.rules.engine import RuleEngine
 from npumon.rules.loader import load_rules
 from npumon.sim.queue_server import QueueServer
 from npumon.sim.simulation import prepare_simulation
+from npumon.sim.target import simulated_target
 from npumon.sources import registry
-from npumon.sources.base import Parts, Source, SourceContext, SourceSpec, Tier
+from npumon.sources.base import Parts, PollRecorder, Source, SourceContext, SourceSpec, Tier
 from npumon.sources.collection import SourceSet
 from npumon.sources.runner import CommandRunner
 from npumon.sources.target import Target
@@ -61,6 +62,9 @@ def test_every_listed_source_satisfies_the_contract(tmp_path):
             assert retry is None or retry > 0
         statuses = source.statuses(time.time())
         assert set(statuses) <= {tier.name for tier in own}
+        # one place times and records every poll: the source's PollRecorder
+        assert isinstance(getattr(source, "recorder", None), PollRecorder), spec.name
+        assert all(status.duration_seconds is not None for status in statuses.values()), (spec.name, statuses)
         before = Parts(time=time.time(), host=HostSample(hostname="h"))
         after = source.contribute(before, before.time)
         assert isinstance(after, Parts) and before.host == HostSample(hostname="h")
@@ -81,7 +85,8 @@ def test_every_declaration_is_well_formed():
 
 
 def test_a_source_that_is_off_is_not_built(tmp_path):
-    off = "serving: {enabled: false}\nprobe: {enabled: false}\npoll: {host_seconds: 0}\nnetwork: {enabled: false}\n"
+    off = ("serving: {enabled: false}\nprobe: {enabled: false}\npoll: {host_seconds: 0}\nnetwork: {enabled: false}\n"
+           "processes: {interval_seconds: 0}\n")
     assert [spec.name for spec, source in built_sources(tmp_path, off) if source is not None] == ["npu-smi"]
 
 
@@ -111,7 +116,7 @@ def test_the_example_source_shows_in_check_json_metrics_and_a_rule(tmp_path, wit
     rule_file = tmp_path / "resets.yaml"
     rule_file.write_text(example_source.RULE)
     config = parse_config("probe: {enabled: false}\nrule_files: [%s]\n" % rule_file)
-    collection = SourceSet(config, Target(sim.npu_smi_argv, sim.env, sim.root, simulated=True))
+    collection = SourceSet(config, simulated_target(sim))
     try:
         snapshot = collection.collect_once()
     finally:
@@ -156,7 +161,7 @@ def test_published_snapshots_stay_as_they_were_while_sources_keep_polling(tmp_pa
     sim = prepare_simulation(str(tmp_path / "sim"), "cpu-bottleneck")
     config = parse_config("probe: {enabled: false}\nserving: {interval_seconds: 1}\n")
     with QueueServer(str(tmp_path / "sim")) as queue:
-        target = Target(sim.npu_smi_argv, sim.env, sim.root, simulated=True, serving_url=queue.url)
+        target = simulated_target(sim, serving_url=queue.url)
         collection = SourceSet(config, target)
         try:
             published = [collection.collect_once()]
@@ -185,7 +190,7 @@ def test_a_stale_serving_depth_leaves_the_snapshot_although_the_host_facts_are_s
                           "poll: {host_seconds: 300}\nserving: {interval_seconds: 15}\n")
     clock = [1000.0]
     with QueueServer(str(tmp_path / "sim")) as queue:
-        target = Target(sim.npu_smi_argv, sim.env, sim.root, simulated=True, serving_url=queue.url)
+        target = simulated_target(sim, serving_url=queue.url)
         collection = SourceSet(config, target, clock=lambda: clock[0])
         try:
             collection.poll("npu-smi")
@@ -235,16 +240,19 @@ class _Counting:
 def test_polls_that_start_together_share_the_latest_snapshot_and_one_that_follows_a_poll_sees_its_chips(tmp_path):
     sim = prepare_simulation(str(tmp_path / "sim"), "healthy", time_scale=0)
     sources = {name: _Counting(name) for name in ("table", "other")}
-    specs = [SourceSpec(name, lambda context, source=source: source) for name, source in sources.items()]
-    collection = SourceSet(parse_config(""), Target(sim.npu_smi_argv, sim.env, sim.root, simulated=True),
+    specs = [SourceSpec(name, lambda context, source=source: source, lists_chips=name == "table")
+             for name, source in sources.items()]
+    collection = SourceSet(parse_config(""), simulated_target(sim),
                            specs=specs)
     try:
         assert len(collection.snapshot().chips) == 1  # as the daemon's publish builds it
         collection.poll("other")  # nothing ended since: the published snapshot's chips, no new walk
         assert sources["table"].contributed == 1 and sources["other"].given == [1]
-        collection.poll("table")  # ended since: a new walk
+        collection.poll("table")  # ended since: the chips are made again
         assert sources["table"].contributed == 2 and sources["table"].given == [1]
         collection.poll("other")  # the table's poll ended: its second chip is there
         assert sources["table"].contributed == 3 and sources["other"].given == [1, 2]
+        # only the source that lists the chips was asked: a poll does not walk every source
+        assert sources["other"].contributed == 1
     finally:
         collection.close()

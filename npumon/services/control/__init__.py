@@ -3,7 +3,6 @@
     settings.py   the `control:` config section and its checks
     policy.py     the governor: temperatures, driver results and the clock in, one decision out (pure)
     drivers.py    the fan drivers (npu-smi pwm, Linux hwmon, a user command), each I/O behind one function
-    hwmon.py      finding hwmon devices and reading/writing their files
     power.py      power profiles mapped per product to the knobs that exist
     watchdog.py   a separate process that returns the fans to the safe state if npumon dies
     service.py    the daemon service: the control loop (probe, decide, act, verify, fail safe)
@@ -11,5 +10,6 @@
     metrics.py    npumon_control_* for /metrics
     statefile.py  <state_dir>/control.json: the running daemon's state, for `npumon control`
 
-The ambient temperature source is npumon/sources/ambient.py; the commands are npumon/cli/control.py.
+The ambient temperature source is npumon/sources/ambient.py (with the hwmon files, npumon/sources/hwmon.py); the
+commands are npumon/cli/control.py.
 """

@@ -15,9 +15,9 @@ import shutil
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Protocol, Sequence, Tuple
 
-from ...sources.npusmi.kv import classify_error
+from ...sources import hwmon
+from ...sources.npusmi.kv import npu_smi_problem
 from ...sources.runner import CommandResult, CommandRunner
-from . import hwmon
 from .settings import ControlConfig
 
 AUTO = "auto"
@@ -81,16 +81,6 @@ _STATUS = re.compile(r"^\s*Status\s*:\s*(\S+)", re.MULTILINE)
 _MESSAGE = re.compile(r"^\s*Message\s*:\s*(.*?)\s*$", re.MULTILINE)
 _PWM_MODE = re.compile(r"^\s*pwm-mode\s*:\s*(\w+)", re.MULTILINE)
 _PWM_DUTY = re.compile(r"^\s*pwm-duty-ratio\(%\)\s*:\s*(\d+)", re.MULTILINE)
-
-
-def npu_smi_problem(result: CommandResult) -> Optional[str]:
-    """What went wrong with an npu-smi call, from its result alone, or None."""
-    if result.timed_out or result.error:
-        return result.describe_failure()
-    known = classify_error(result.output)
-    if known is not None:
-        return known.message
-    return None
 
 
 def npu_smi_set_outcome(result: CommandResult) -> DriverResult:

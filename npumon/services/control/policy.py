@@ -23,7 +23,8 @@ from typing import List, Optional, Sequence, Tuple
 
 from ...model import Snapshot
 from ...sources.npusmi.source import TABLE_SOURCE
-from .settings import AMBIENT_SOURCE_NAME, ControlConfig
+from ...sources.ambient import AMBIENT_SOURCE_NAME
+from .settings import ControlConfig
 
 DUTY_STEP = 5  # percent: the curve's duty is rounded up to this, so a slow rise does not move the fan each poll
 RATE_WINDOW_SECONDS = 60.0

@@ -18,7 +18,7 @@ import logging
 import os
 import threading
 import time
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
 
 from ...model import Finding, Snapshot, SourceStatus
 from .audit import ACTION, REFUSED, ControlAudit, RecordEvent, describe
@@ -32,22 +32,25 @@ from .settings import ControlConfig
 from .statefile import StateFile
 from .watchdog import ACTED, WatchdogProcess
 
+if TYPE_CHECKING:
+    from ..context import ServiceContext
+
 log = logging.getLogger(__name__)
 
 REPROBE_SECONDS = 300.0
 
 
-def control_services(daemon) -> List["ControlService"]:
+def control_services(context: "ServiceContext") -> List["ControlService"]:
     """The control service when the config turns control on (daemon.build_services calls this)."""
-    config = daemon.config
+    config, target = context.config, context.target
     if not config.control.enabled:
         return []
-    driver = build_fan_driver(config.control, daemon.target.npu_smi_argv, daemon.target.env, daemon.target.root,
-                              config.npu_smi_timeout_seconds, npu_smi=daemon.collection.npu_smi)
+    driver = build_fan_driver(config.control, target.npu_smi_argv, target.env, target.root,
+                              config.npu_smi_timeout_seconds, npu_smi=context.npu_smi)
     if driver is None:  # fan.driver: none - power profiles only, and those are `npumon control power`
         return []
-    return [ControlService(config.control, driver, daemon.record_event, state_dir=config.state_dir,
-                           driver_timeout=_driver_timeout(config))]
+    return [ControlService(config.control, driver, context.record_event, state_dir=config.state_dir,
+                           driver_timeout=_driver_timeout(config), clock=context.clock)]
 
 
 def _driver_timeout(config) -> float:

@@ -9,10 +9,11 @@ express, as (dotted key, problem) pairs that config.py turns into `file:line: ke
 from dataclasses import dataclass, field
 from typing import Dict, List, Tuple
 
+from ...sources.ambient import AmbientConfig
+
 FAN_DRIVERS = ("npu-smi", "hwmon", "command", "none")
 SAFE_STATES = ("auto", "full")  # hand the fans back to the firmware's own curve, or run them at 100%
 AMBIENT_SENSORS = ("none", "npu-smi", "hwmon")
-AMBIENT_SOURCE_NAME = "ambient"  # the tier and the key in Snapshot.sources
 # npu-smi power knobs and the values npu-smi accepts (nve-level: up to 3 on the 20T module, 1 on the 8T one)
 POWER_KNOB_VALUES = {"nve-level": (0, 3), "cpu-freq-up": (0, 1)}
 DUTY_PLACEHOLDERS = ("{duty}", "{duty_hex}")
@@ -39,16 +40,6 @@ class FanConfig:
     auto_command: List[str] = field(default_factory=list)  # hands the fans back to automatic control
     probe_command: List[str] = field(default_factory=list)  # must exit 0 for the driver to count as there
     command_timeout_seconds: float = 10.0
-
-
-@dataclass(frozen=True)
-class AmbientConfig:
-    sensor: str = "none"  # none | npu-smi (the card MCU's board sensors) | hwmon
-    threshold_celsius: float = 35.0  # above this inlet/board temperature ...
-    min_duty_percent: float = 60.0  # ... the duty is at least this
-    hwmon_name: str = ""  # sensor hwmon: the device's `name` file
-    hwmon_label: str = ""  # sensor hwmon: the temp*_label to read; empty = the hottest temp*_input
-    poll_seconds: float = 15.0
 
 
 @dataclass(frozen=True)

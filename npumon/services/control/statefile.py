@@ -10,8 +10,6 @@ import os
 import tempfile
 from typing import Any, Dict, Optional
 
-import psutil
-
 STATE_FILE = "control.json"
 
 log = logging.getLogger(__name__)
@@ -50,6 +48,8 @@ class StateFile:
 
 def running_daemon(state_dir: str) -> Optional[Dict[str, Any]]:
     """What a running `npumon run` with control enabled last wrote to <state_dir>/control.json, or None."""
+    import psutil  # here: the daemon imports this module for StateFile alone, and psutil cost its start 8 ms
+
     try:
         with open(os.path.join(state_dir, STATE_FILE), encoding="utf-8") as handle:
             state = json.load(handle)

@@ -68,7 +68,7 @@ _STOP = object()
 
 
 class EventService:
-    """A daemon Service (see daemon.Service). Also what `Daemon.record_event` writes through."""
+    """A daemon Service (see daemon.Service). Also what `ServiceContext.record_event` writes through."""
 
     name = SOURCE_NAME
 
@@ -131,7 +131,7 @@ class EventService:
             self._store.close()
             self._store = None
 
-    # -- what other services call (Daemon.record_event) -----------------------------------------------------
+    # -- what other services call (ServiceContext.record_event) --------------------------------------------
 
     def record(self, kind: str, subject: str, message: str, severity: Optional[str] = None,
                details: Optional[Dict[str, Any]] = None, time: Optional[float] = None) -> None:
@@ -408,14 +408,18 @@ class _DroppedCollector:
         yield family
 
 
-def event_services(daemon: Any) -> List[EventService]:
-    """The event history service when the config keeps one; also points `daemon.events` at it (or None)."""
-    settings = daemon.config.events
-    if not settings.enabled:
-        daemon.events = None
-        return []
-    boot_id = read_boot_id(os.path.join(daemon.config.root, BOOT_ID_PATH))
-    service = EventService(events_path(daemon.config.state_dir), settings.retention_days * 86400,
-                           lambda: daemon.engine, boot_id=boot_id)
-    daemon.events = service
-    return [service]
+def open_event_history(config: Any, engine: Callable[[], RuleEngine],
+                       clock: Callable[[], float] = time.time) -> Optional[EventService]:
+    """The event history the config keeps (None: events.enabled is false). `config`: the whole Config."""
+    if not config.events.enabled:
+        return None
+    boot_id = read_boot_id(os.path.join(config.root, BOOT_ID_PATH))
+    return EventService(events_path(config.state_dir), config.events.retention_days * 86400, engine, clock=clock,
+                        boot_id=boot_id)
+
+
+def event_services(context: Any) -> List[EventService]:
+    """The event history as a service, when the config keeps one. `context`: the ServiceContext
+    (services/context.py), which opened the history so that every service can record into it, whatever order
+    they are built in."""
+    return [] if context.events is None else [context.events]

@@ -43,6 +43,9 @@ KINDS = (
     "finding_fired", "finding_resolved", "finding_acknowledged",
     "health_changed", "error_code_new", "chip_appeared", "chip_disappeared",
     "control_action", "control_refused", "probe_failed", "notification_failed", "host_rebooted",
+    "diag_completed",
+    "handoff_action", "handoff_problem",  # what a cluster hand-off sink sent (or would), and what kept it from it
+    "verdict_changed",
 )
 
 # The states of a row in the findings table.
@@ -132,6 +135,23 @@ class EventStoreGone(EventStoreError):
     """The file opened is no longer the one at the path: deleted, or replaced by another."""
 
 
+def require_readable(path: str) -> None:
+    """Raise EventStoreError with the true reason when this user cannot read the history at `path`: not there,
+    or permission denied (os.path.exists says False for a file in a directory closed to the user, and SQLite
+    says only "unable to open database file")."""
+    try:
+        os.stat(path)
+    except PermissionError:
+        raise EventStoreError("{}: permission denied: its directory is closed to this user (run as root or as "
+                              "the user npumon runs as)".format(path)) from None
+    except OSError:
+        raise EventStoreError("{}: no event history here (`npumon run` creates it; is state_dir in the config "
+                              "right?)".format(path)) from None
+    if not os.access(path, os.R_OK):
+        raise EventStoreError("{}: permission denied: this user cannot read it (run as root or as the user "
+                              "npumon runs as)".format(path))
+
+
 def events_path(state_dir: str) -> str:
     return os.path.join(state_dir, FILE_NAME)
 
@@ -162,9 +182,8 @@ class EventStore:
     # -- opening -------------------------------------------------------------------------------------------
 
     def _open(self, recover: bool, check: bool) -> sqlite3.Connection:
-        if self.readonly and not os.path.exists(self.path):
-            raise EventStoreError("{}: no event history here (`npumon run` creates it; is state_dir in the "
-                                  "config right?)".format(self.path))
+        if self.readonly:
+            require_readable(self.path)
         conn = None
         try:
             if self.readonly:

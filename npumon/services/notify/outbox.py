@@ -174,6 +174,16 @@ class Outbox:
                 return self._enforce_bound(db)
         return self._run(work)
 
+    def next_repeats(self, repeat_seconds: Dict[str, float]) -> Dict[str, float]:
+        """Receiver -> when its next repeat falls due (what queue_repeats would queue then), for the receivers
+        that repeat and have a firing alert with nothing pending."""
+        rows = self._run(lambda db: db.execute(
+            "SELECT receiver, MIN(last_sent) FROM firing f WHERE NOT EXISTS (SELECT 1 FROM notifications n "
+            "WHERE n.receiver = f.receiver AND n.fingerprint = f.fingerprint AND n.state = 'pending') "
+            "GROUP BY receiver").fetchall())
+        return {receiver: last_sent + repeat_seconds[receiver] for receiver, last_sent in rows
+                if repeat_seconds.get(receiver, 0) > 0}
+
     def forget_receivers_except(self, names: Iterable[str]) -> Dict[str, int]:
         """Drop what is queued or tracked for receivers no longer configured. Returns {receiver: dropped}."""
         keep = sorted(set(names))

@@ -9,9 +9,12 @@ findings that cleared while it was down, while the outbox still knows what each 
 a restart a finding that was firing is given its rule's `for` plus `restart_grace_seconds` to come back
 before it counts as resolved -- unless the engine reports it resolved first.
 
-`tick` (a scheduler job, every second) queues repeats and hands receivers with due notifications to a
-small thread pool; `deliver` sends one receiver's messages: grouped, rate-limited, retried with
-exponential backoff and jitter.
+`tick` (a scheduler job) queues repeats and hands receivers with due notifications to a small thread
+pool; `deliver` sends one receiver's messages: grouped, rate-limited, retried with exponential backoff and
+jitter. The job does not wake every second to find nothing to do: after each tick, delivery and evaluation
+the service works out when the next thing falls due (a group wait or interval ending, a retry's backoff, a
+rate limit freeing up, a repeat) and asks the daemon to run the tick then (`wake`), at most once a second;
+the job's own interval, IDLE_TICK_SECONDS, is only a safety net.
 """
 
 import logging
@@ -23,9 +26,8 @@ import time
 from collections import deque
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Callable, Deque, Dict, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Deque, Dict, List, Optional, Sequence, Tuple
 
-from ...config.schema import Config
 from ...model import Finding, Snapshot, SourceStatus
 from .alert import RESOLVED, Alert, alert_from_finding, fingerprint
 from .config import NotifyConfig
@@ -36,13 +38,25 @@ from .receiver import Receiver
 from .routing import group_due, one_per_alert, receivers_for
 from .secrets import SecretError
 
+if TYPE_CHECKING:
+    from ..context import ServiceContext
+
 log = logging.getLogger(__name__)
 
-TICK_SECONDS = 1.0
+JOB_ID = "notify-deliver"
+# The tick runs when something falls due, but never sooner than MIN_WAKE_SECONDS after it is asked for (the
+# granularity the once-a-second tick had), and at the latest every IDLE_TICK_SECONDS: that also makes up for
+# a wake the scheduler skipped because the tick was still running.
+MIN_WAKE_SECONDS = 1.0
+IDLE_TICK_SECONDS = 30.0
+# Receivers sent to at the same time. A receiver that does not answer holds a thread for its timeout, and then
+# backs off (no thread while it waits): two let the others go on while one hangs, within the daemon's task limit.
+DELIVERY_THREADS = 2
 RATE_WINDOW_SECONDS = 60.0
 EVENT_KIND = "notification_failed"
 
-RecordEvent = Callable[..., None]  # daemon.record_event(kind, subject, message, severity, details)
+RecordEvent = Callable[..., None]  # ServiceContext.record_event(kind, subject, message, severity, details)
+Wake = Callable[[float], None]  # run the tick in so many seconds (ServiceContext.run_soon for JOB_ID)
 
 
 @dataclass
@@ -57,11 +71,11 @@ class _ReceiverState:
     recent: Deque[float] = field(default_factory=deque)  # message times within the rate window
 
 
-def notify_services(daemon) -> List["NotifyService"]:
+def notify_services(context: "ServiceContext") -> List["NotifyService"]:
     """The notifier for `build_services`, when the config has receivers. Never raises: a receiver whose
     secrets cannot be read is reported and its notifications wait in the outbox; an outbox file that
     cannot be opened is reported, and notifications wait in memory until it can."""
-    config: Config = daemon.config
+    config: Any = context.config  # the whole config (npumon/settings.py)
     if not config.notify.receivers:
         return []
     receivers: Dict[str, Receiver] = {}
@@ -72,32 +86,19 @@ def notify_services(daemon) -> List["NotifyService"]:
         except SecretError as exc:
             broken[receiver_config.name] = str(exc)
             log.error("%s (its notifications wait in the outbox until this is fixed)", exc)
-            daemon.record_event(EVENT_KIND, "receiver/" + receiver_config.name, str(exc), "warning", None)
+            context.record_event(EVENT_KIND, "receiver/" + receiver_config.name, str(exc), "warning", None)
             continue
         if receiver_config.insecure_skip_verify:
             log.warning("receiver %r does not verify TLS certificates (insecure_skip_verify)", receiver_config.name)
     # Never off for the outbox: one that cannot be opened or written keeps notifications in memory (and
     # says so in npumon_notification_outbox_up) while it retries.
     outbox = Outbox(config.state_dir, config.notify.outbox_max_notifications)
-    return [NotifyService(config.notify, receivers, broken, outbox, rule_for_seconds(config), daemon.record_event,
-                          host=_host_name(daemon))]
-
-
-def _host_name(daemon) -> Optional[str]:
-    """The monitored host's name (a simulated host's own), the one /status gives; None: this machine's."""
-    target = getattr(daemon, "target", None)
-    return target.host_name() if target is not None else None
-
-
-def rule_for_seconds(config: Config) -> Dict[str, float]:
-    """Rule id -> its `for`, to know how long a finding needs to come back after a restart."""
-    from ...rules.loader import RuleError, load_rules
-
-    try:
-        rules, _ = load_rules(config.rule_files, params=config.thresholds)
-    except RuleError:  # the daemon loaded them a moment ago; if a file changed since, the grace alone applies
-        return {}
-    return {rule.id: rule.for_seconds for rule in rules}
+    run_soon = context.run_soon
+    wake = None if run_soon is None else (lambda seconds: run_soon(JOB_ID, seconds))
+    # each rule's `for`, to know how long a finding needs to come back after a restart: from the daemon's
+    # engine, whose rules are the ones judged (reading the rule files again cost every start about 25 ms of CPU)
+    return [NotifyService(config.notify, receivers, broken, outbox, context.engine.for_seconds(),
+                          context.record_event, clock=context.clock, host=context.host_name(), wake=wake)]
 
 
 class NotifyService:
@@ -106,9 +107,10 @@ class NotifyService:
     def __init__(self, notify: NotifyConfig, receivers: Dict[str, Receiver], broken: Dict[str, str],
                  outbox: Outbox, rule_for: Dict[str, float], record_event: RecordEvent,
                  clock: Callable[[], float] = time.time, executor: Optional[Executor] = None,
-                 host: Optional[str] = None):
+                 host: Optional[str] = None, wake: Optional[Wake] = None):
         """`clock` and `executor` (where deliveries run) are replaceable so tests can control time and
-        run deliveries inline."""
+        run deliveries inline. `wake(seconds)` asks for a tick that much later (None: the job's interval
+        alone)."""
         self._notify = notify
         self._receivers = receivers
         self._broken = broken
@@ -123,7 +125,7 @@ class NotifyService:
         self._states = {name: _ReceiverState() for name in receivers}
         self._counters = Counters(self._names)
         self._closed = threading.Event()
-        self._executor = executor or ThreadPoolExecutor(max_workers=max(1, min(8, len(receivers))),
+        self._executor = executor or ThreadPoolExecutor(max_workers=max(1, min(DELIVERY_THREADS, len(receivers))),
                                                         thread_name_prefix="notify")
         self._note_dropped(outbox.forget_receivers_except(self._names), "the receiver is no longer configured")
         self._firing: Dict[Tuple[str, str], Alert] = outbox.firing()
@@ -132,6 +134,10 @@ class NotifyService:
         self._comeback_deadline = {key: started + rule_for.get(alert.rule, 0.0) + notify.restart_grace_seconds
                                    for key, alert in self._firing.items()}
         self._backlog = outbox.backlog()
+        self._wake = wake
+        self._wake_lock = threading.Lock()
+        self._wake_at: Optional[float] = None  # when the tick was last asked to run (clock time)
+        self._repeat_due = outbox.next_repeats(self._repeat_seconds())
         self._outbox_was_up = True
         self._note_outbox_state()
         self._metrics = NotifyMetrics(self._names, self._counters, self._current_backlog, self.receiver_up, clock,
@@ -140,7 +146,7 @@ class NotifyService:
     # -- the Service protocol -----------------------------------------------------------------------
 
     def jobs(self) -> List[Tuple[str, float, Callable[[], None]]]:
-        return [("notify-deliver", TICK_SECONDS, self.tick)]
+        return [(JOB_ID, IDLE_TICK_SECONDS, self.tick)]
 
     def collectors(self) -> List[object]:
         return [self._metrics]
@@ -174,6 +180,8 @@ class NotifyService:
                 self._comeback_deadline.pop(key, None)
                 resolved.append((key[0], alert.resolved(now), self._send_resolved.get(key[0], True)))
         if not fired and not resolved:
+            if self._wake_at is None:  # nothing asked for yet: what an earlier run left may be due
+                self._plan(self._clock())
             return
         try:
             dropped = self._outbox.record(fired, resolved, now)
@@ -187,6 +195,7 @@ class NotifyService:
         self._note_dropped(dropped, "the outbox is full")
         for receiver in {item[0] for item in fired} | {item[0] for item in resolved}:
             self._submit(receiver)
+        self._plan(self._clock())  # a receiver that may not send yet (group interval, backoff) is due later
 
     def close(self) -> None:
         self._closed.set()
@@ -201,11 +210,14 @@ class NotifyService:
         """Queue repeats of long-firing alerts, then hand every receiver with something due to a thread."""
         if self._closed.is_set():
             return
+        with self._wake_lock:
+            self._wake_at = None  # this is the tick that was asked for (or the interval's): plan anew
         now = self._clock()
-        repeats = {name: receiver.timing.repeat_seconds for name, receiver in self._receivers.items()}
+        repeats = self._repeat_seconds()
         try:
             self._note_dropped(self._outbox.queue_repeats(repeats, now), "the outbox is full")
             self._backlog = self._outbox.backlog()
+            self._repeat_due = self._outbox.next_repeats(repeats)
         except sqlite3.Error as exc:
             self._outbox_failed(exc)
             return
@@ -213,6 +225,41 @@ class NotifyService:
         for name, waiting in self._backlog.items():
             if name in self._receivers and self._may_send(name, waiting.oldest_created, now):
                 self._submit(name)
+        self._plan(now)
+
+    def _repeat_seconds(self) -> Dict[str, float]:
+        return {name: receiver.timing.repeat_seconds for name, receiver in self._receivers.items()}
+
+    def _plan(self, now: float) -> None:
+        """Ask for the tick when the next thing falls due, unless a tick is already asked for by then."""
+        due = self._next_due()
+        if due is None or due >= now + IDLE_TICK_SECONDS or self._wake is None or self._closed.is_set():
+            return  # nothing due before the job's own interval brings the tick anyway
+        due = max(due, now + MIN_WAKE_SECONDS)
+        with self._wake_lock:
+            if self._wake_at is not None and now < self._wake_at <= due:
+                return
+            self._wake_at = due
+        self._wake(due - now)
+
+    def _next_due(self) -> Optional[float]:
+        """The earliest time a receiver may send what it has pending, or a repeat falls due; None: never.
+        A receiver whose delivery runs now is left out: that delivery plans again when it ends."""
+        times = [self._send_time(name, waiting.oldest_created) for name, waiting in self._backlog.items()
+                 if name in self._receivers and waiting.oldest_created is not None
+                 and not self._states[name].busy.locked()]
+        times.extend(self._repeat_due.values())
+        return min(times, default=None)
+
+    def _send_time(self, name: str, oldest_pending: float) -> float:
+        """When `_may_send` turns true for a receiver with notifications pending since `oldest_pending`."""
+        state, timing = self._states[name], self._receivers[name].timing
+        times = [state.next_attempt, oldest_pending + timing.group_wait_seconds]
+        if state.last_message is not None:
+            times.append(state.last_message + timing.group_interval_seconds)
+        if timing.max_per_minute and len(state.recent) >= timing.max_per_minute:
+            times.append(state.recent[-timing.max_per_minute] + RATE_WINDOW_SECONDS)
+        return max(times)
 
     def _current_backlog(self) -> Dict[str, ReceiverBacklog]:
         """For a scrape: one short query, or what the last tick saw if the outbox cannot be read."""
@@ -237,10 +284,14 @@ class NotifyService:
                 now = self._clock()
                 pending = self._outbox.pending(name, limit=10 * self._receivers[name].flavour.max_alerts)
                 if not pending or not self._may_send(name, pending[0].created, now):
-                    return
+                    break
                 self._send(name, pending, now)
         finally:
             state.busy.release()
+        if not self._closed.is_set():  # what is left waits for its backoff, group interval or rate limit
+            self._backlog = self._outbox.backlog()
+            self._repeat_due = self._outbox.next_repeats(self._repeat_seconds())
+            self._plan(self._clock())
 
     def _submit(self, name: str) -> None:
         if name in self._receivers and not self._closed.is_set():

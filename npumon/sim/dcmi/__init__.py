@@ -13,7 +13,7 @@ For a DCMI backend under `--simulate` (or a test):
 Every call reads the simulation's state (state.py: the file and its format), so it answers what the
 simulated npu-smi prints at the same moment, in DCMI's units, refuses with -8255
 (DCMI_ERR_CODE_NOT_SUPPORT) what the product's real library refuses, and obeys the faults set with
-set_dcmi_faults (faults.py): a failing dcmi_init, a call that hangs, a call that segfaults, return codes
+set_dcmi_faults (faults.py, state.py): a failing dcmi_init, a call that hangs, a call that segfaults, return codes
 per call and chip. Scenario behaviours carry over: `hang` hangs every call after dcmi_init, `unsupported`
 refuses every getter npu-smi's main table does not need. `garbage` has no DCMI form (the answers are
 binary structs) and answers normally.
@@ -25,8 +25,8 @@ the driver's own header).
 """
 
 from .build import FakeDcmiBuildError, build_fake_library, default_cache_dir, find_compiler
-from .faults import set_dcmi_faults
-from .state import DCMI_CLOCK_ENV, DCMI_PRODUCTS, DCMI_STATE_ENV, DCMI_STATE_FILE, dcmi_state_path, write_dcmi_state
+from .state import (DCMI_CLOCK_ENV, DCMI_PRODUCTS, DCMI_STATE_ENV, DCMI_STATE_FILE, dcmi_state_path, set_dcmi_faults,
+                    write_dcmi_state)
 
 __all__ = ["FakeDcmiBuildError", "build_fake_library", "default_cache_dir", "find_compiler", "set_dcmi_faults",
            "DCMI_CLOCK_ENV", "DCMI_PRODUCTS", "DCMI_STATE_ENV", "DCMI_STATE_FILE", "dcmi_state_path", "write_dcmi_state"]

@@ -21,7 +21,8 @@ import tempfile
 from typing import List, Optional
 
 SOURCE_DIR = os.path.dirname(os.path.abspath(__file__))
-SOURCES = ("fake_dcmi.c", "fake_dcmi_getters.c", "fake_dcmi_state.c", "fake_dcmi_values.c", "fake_dcmi_v2.c")
+SOURCES = ("fake_dcmi.c", "fake_dcmi_getters.c", "fake_dcmi_state.c", "fake_dcmi_values.c", "fake_dcmi_v2.c",
+           "fake_dcmi_links.c", "fake_dcmi_ub.c")
 HEADERS = ("dcmi_interface_api.h", "dcmi_interface_api_v2.h", "dcmi_driver_extras.h", "fake_dcmi.h")
 CFLAGS = ("-std=c99", "-O2", "-Wall", "-Wextra", "-Werror", "-fPIC", "-shared")
 LIBS = ("-lm", "-lpthread")

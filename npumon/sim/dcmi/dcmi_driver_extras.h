@@ -57,4 +57,58 @@ DCMIDLLEXPORT int dcmi_get_card_num_list(int *card_num, int *card_list, int list
 DCMIDLLEXPORT int dcmi_get_device_errorcode_string(
  int card_id, int device_id, unsigned int error_code, unsigned char *error_info, int buf_size);
 
+/* the HCCS status and lane structs of dcmi_get_device_info(DCMI_MAIN_CMD_HCCS, ...), as
+   shared/reference/interconnect-and-compute.md 1.4 describes the driver header's (HDR l.427-512; sizes 12 and
+   132 bytes measured with gcc there); the statistic structs and the SIO one are in dcmi_interface_api.h */
+#define DCMI_HCCS_STATUS_SUB_CMD 0
+#define DCMI_HCCS_LANE_INFO_SUB_CMD 1
+#define DCMI_HCCS_STATISTIC_SUB_CMD 3
+#define DCMI_HCCS_STATISTIC_U64_SUB_CMD 5
+#define DCMI_SIO_SUB_CMD_CRC_ERR_STATISTICS 0
+#define DCMI_HDLC_STATUS_OK 0x3
+#define DCMI_HCCS_LANE_PCS_NUM 16
+struct dcmi_hccs_statues {
+    unsigned int pcs_status;
+    unsigned int hdlc_status;
+    unsigned char reserve[4];
+};
+struct dcmi_hccs_lane_info {
+    unsigned int hccs_port_pcs_bitmap;
+    unsigned int pcs_lane_bitmap[DCMI_HCCS_LANE_PCS_NUM];
+    unsigned int reserve[DCMI_HCCS_LANE_PCS_NUM];
+};
+
+/* the 950's UB ports (dcmiv2_get_ub_port_link_status), as shared/reference/interconnect-and-compute.md 1.4
+   describes the driver header's (HDR l.427-512, 148 bytes): the chip's state, then one state per port */
+#define DCMI_UB_PORT_NUM 36
+typedef enum {
+    DCMI_UB_ALL_PORT_NO_LINK = 0,
+    DCMI_UB_ALL_PORT_LINK,
+    DCMI_UB_PARTIAL_PORT_LINK,
+    DCMI_UB_NO_NEED_LINK,
+} dcmi_entire_ub_status;
+typedef enum {
+    DCMI_UB_PORT_STATUS_NONE_LANE = 0,
+    DCMI_UB_PORT_STATUS_FULL_LANE,
+    DCMI_UB_PORT_STATUS_PARTIAL_LANE,
+    DCMI_UB_PORT_STATUS_INITIAL,
+} dcmi_ub_port_status;
+struct dcmi_ub_port_link_status {
+    dcmi_entire_ub_status ub_link_status;
+    dcmi_ub_port_status ub_port_status[DCMI_UB_PORT_NUM];
+};
+
+DCMIDLLEXPORT int dcmiv2_get_ub_port_link_status(int dev_id, struct dcmi_ub_port_link_status *ub_status);
+
+/* a UB port's traffic over profiling_time ms (1-226), MB/s (interconnect-and-compute.md 1.4) */
+struct dcmi_ub_bandwidth_info {
+    unsigned int tx_bandwidth;
+    unsigned int rx_bandwidth;
+    unsigned int reserved[2];
+};
+
+DCMIDLLEXPORT int dcmiv2_get_ub_realtime_bandwidth_info(int dev_id, unsigned int profiling_time,
+                                                        struct dcmi_ub_port_info *ub_port_info,
+                                                        struct dcmi_ub_bandwidth_info *ub_bandwidth_info);
+
 #endif

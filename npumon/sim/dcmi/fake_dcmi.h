@@ -35,6 +35,18 @@ struct fake_chip {
     unsigned int ecc_single, ecc_double, ecc_single_pages, ecc_double_pages;
     int error_count;
     unsigned int errors[FAKE_MAX_ERRORS];
+    /* the interconnect links (npumon/sim/links.py): HCCS health code (0 OK), traffic per link each way,
+       the degraded link (0: none) and its lanes, its CRC / retry counters; the A3's SIO CRC counts */
+    int hccs_health;
+    double hccs_traffic_gbps;
+    long hccs_degraded_link, hccs_degraded_lanes;
+    unsigned int hccs_crc_errors, hccs_retries, sio_tx_crc_errors, sio_rx_crc_errors;
+    /* the 950's UB ports (fake_dcmi_ub.c): flits per second each way on a full-width port, the degraded port
+       (0: none), its state (DCMI_UB_PORT_STATUS_PARTIAL_LANE or _INITIAL) and its CRC / retry counters */
+    double ub_flits_per_second, ub_bandwidth_mbps;
+    long ub_degraded_port;
+    int ub_degraded_status;
+    unsigned int ub_crc_errors, ub_retries;
     int process_count;
     int process_pid[FAKE_MAX_PROCESSES];
     long process_mb[FAKE_MAX_PROCESSES];

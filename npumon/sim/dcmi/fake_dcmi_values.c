@@ -157,6 +157,20 @@ int fake_chip_by_logic(int logic, struct fake_chip *chip)
     chip->ecc_double = counter(logic, "ecc_double_bit_errors");
     chip->ecc_single_pages = counter(logic, "ecc_single_bit_isolated_pages");
     chip->ecc_double_pages = counter(logic, "ecc_double_bit_isolated_pages");
+    chip->hccs_health = (int)field(logic, "hccs_health");
+    chip->hccs_traffic_gbps = fmax(0.0, field(logic, "hccs_traffic_gbps"));
+    chip->hccs_degraded_link = count_value(logic, "hccs_degraded_link");
+    chip->hccs_degraded_lanes = count_value(logic, "hccs_degraded_lanes");
+    chip->hccs_crc_errors = counter(logic, "hccs_crc_errors");
+    chip->hccs_retries = counter(logic, "hccs_retries");
+    chip->sio_tx_crc_errors = counter(logic, "sio_tx_crc_errors");
+    chip->sio_rx_crc_errors = counter(logic, "sio_rx_crc_errors");
+    chip->ub_flits_per_second = fmax(0.0, field(logic, "ub_flits_per_second"));
+    chip->ub_bandwidth_mbps = fmax(0.0, field(logic, "ub_bandwidth_mbps"));
+    chip->ub_degraded_port = count_value(logic, "ub_degraded_port");
+    chip->ub_degraded_status = (int)field(logic, "ub_degraded_port_status");
+    chip->ub_crc_errors = counter(logic, "ub_crc_errors");
+    chip->ub_retries = counter(logic, "ub_retries");
     char *cursor = (char *)fake_chip_get(logic, "errors");
     while (cursor != NULL && chip->error_count < FAKE_MAX_ERRORS) {
         char *end;

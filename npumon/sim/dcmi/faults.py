@@ -38,11 +38,10 @@ def clear_faults(state_dir: str) -> None:
         pass
 
 
-def set_dcmi_faults(state_dir: str, init: Optional[int] = None, hang: Iterable[str] = (),
-                    hang_seconds: float = 3600.0, segfault: Iterable[str] = (),
-                    codes: Optional[Dict[str, int]] = None) -> str:
-    """Replace the simulation's DCMI faults (no arguments: none) and rewrite the library's state file,
-    which every process using the library sees at its next call. Returns the state file's path.
+def write_faults(state_dir: str, init: Optional[int] = None, hang: Iterable[str] = (),
+                 hang_seconds: float = 3600.0, segfault: Iterable[str] = (),
+                 codes: Optional[Dict[str, int]] = None) -> None:
+    """Replace the simulation's DCMI faults file (state.set_dcmi_faults also rewrites the library's state).
     Raises ValueError for a name that is not a DCMI function or a code that is not an int."""
     faults: Dict[str, Any] = {"hang": _functions(hang, "hang"), "segfault": _functions(segfault, "segfault"),
                               "hang_seconds": float(hang_seconds), "codes": {}}
@@ -53,9 +52,6 @@ def set_dcmi_faults(state_dir: str, init: Optional[int] = None, hang: Iterable[s
             raise ValueError("codes: {!r} is not a DCMI function name, optionally @<logic id>".format(target))
         faults["codes"][target] = _code(code, target)
     _write_json(os.path.join(os.path.abspath(state_dir), FAULTS_FILE), faults)
-    from .state import write_dcmi_state  # the state module imports this one
-
-    return write_dcmi_state(state_dir)
 
 
 def _functions(names: Iterable[str], what: str):

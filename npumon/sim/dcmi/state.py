@@ -24,7 +24,7 @@ The format: one `key=value` per line, `#` comments; values are words separated b
 | `cooling` | `from to since time_constant`: the fan's temperature offset (products with a fan) |
 | `unsupported` | words `function`, `function:input_type`, `function@logic_id`: these return -8255 |
 | `chip.<logic>.card/device/phy/bus/memory_total_mb/vdie/ndie` | the chip's ids (die ids: 5 hex words) |
-| `chip.<logic>.<field>` | a values.py expression (below); `health` as DCMI's 0..3, 0xFFFFFFFF; `compatibility` 1..3, 0 none |
+| `chip.<logic>.<field>` | a values.py expression (below); `health` as DCMI's 0..3, 0xFFFFFFFF; `compatibility` 1..3, 0 none; `hccs_health` 0 OK, 1 NOK |
 | `chip.<logic>.errors`, `chip.<logic>.error.<CODE>` | the chip's error codes (hex) and each one's information text |
 | `chip.<logic>.processes`, `chip.<logic>.process.<i>` | how many; `pid mb N` or `pid pct <expression>` |
 | `fault.init` | dcmi_init returns this code |
@@ -43,12 +43,12 @@ from typing import Any, Dict, Iterable, List, Optional
 
 from ..knobs import COOLING_TIME_CONSTANT, read_knobs
 from ..latency import PROFILES
-from ..products import (FAMILY_310B, FAMILY_310P, FAMILY_910, FAMILY_910_93, FAMILY_950, PRODUCTS, PWM_MODE, Product,
-                        get_product)
-from ..render_query import CORE_VOLTS, die_id_words
+from ..products import (FAMILY_310B, FAMILY_310P, FAMILY_910, FAMILY_910_93, FAMILY_910B, FAMILY_950, PRODUCTS,
+                        PWM_MODE, Product, get_product)
+from ..render_common import CORE_VOLTS, die_id_words
 from ..state import read_state
 from ..values import CHIP_FIELDS, NUMBER, chip_phase, resolved_chip_expressions
-from .faults import read_faults
+from .faults import read_faults, write_faults
 
 DCMI_STATE_ENV = "NPUMON_SIM_DCMI_STATE"  # the state file's path; else $NPUMON_SIM_STATE/dcmi-state.txt
 DCMI_CLOCK_ENV = "NPUMON_SIM_DCMI_CLOCK"
@@ -58,17 +58,22 @@ DCMI_CALL_SECONDS = 0.07 / 4
 HEALTH_CODES = {"OK": 0, "Warning": 1, "Alarm": 2, "Critical": 3, "UNKNOWN": 0xFFFFFFFF}
 # enum dcmi_device_compat; npu-smi's "NOT SUPPORT" is the call's -8255 (0 here)
 COMPATIBILITY_CODES = {"OK": 1, "NOK": 2, "UNKNOWN": 3, "NOT SUPPORT": 0}
+HCCS_MAIN_CMD, SIO_MAIN_CMD = 16, 56  # enum dcmi_main_cmd
+HCCS_HEALTH_CODES = {"OK": 0, "NOK": 1}  # the PCS status: 0 normal, bit 0 abnormal
+UB_PORT_STATUS_CODES = {"partial": 2, "down": 3}  # dcmi_ub_port_status: PARTIAL_LANE, INITIAL (not linked)
 ECC_DDR, ECC_HBM = 0, 2  # enum dcmi_device_type
 NDIE = 0  # enum dcmi_die_type
 # Getters npu-smi's main table needs: they answer in the "unsupported" behaviour, where only `-t` fails.
 _TABLE_GETTERS = ("dcmi_get_device_chip_info", "dcmi_get_device_chip_info_v2", "dcmi_get_device_health",
                   "dcmi_get_device_temperature", "dcmi_get_device_power_info", "dcmi_get_device_hbm_info",
                   "dcmi_get_device_memory_info_v3", "dcmi_get_device_pcie_info_v2", "dcmi_get_device_resource_info")
-_QUERY_GETTERS = ("dcmi_get_device_errorcode_v2", "dcmi_get_device_errorcode_string", "dcmi_get_device_voltage",
+_QUERY_GETTERS = ("dcmi_get_device_info", "dcmi_get_hccs_link_bandwidth_info", "dcmi_get_device_errorcode_v2", "dcmi_get_device_errorcode_string", "dcmi_get_device_voltage",
                   "dcmi_get_device_frequency", "dcmi_get_device_multi_utilization_rate",
                   "dcmi_get_device_multi_utilization_rate_period", "dcmi_get_device_ecc_info",
                   "dcmi_get_device_board_info", "dcmi_get_device_die_v2", "dcmi_get_card_elabel_v2",
-                  "dcmi_get_mainboard_id", "dcmi_mcu_get_power_info", "dcmi_get_device_compatibility")
+                  "dcmi_get_mainboard_id", "dcmi_mcu_get_power_info", "dcmi_get_device_compatibility",
+                  "dcmiv2_get_ub_port_link_status", "dcmiv2_get_port_pkt_stats_info",
+                  "dcmiv2_get_ub_realtime_bandwidth_info")
 UTILIZATION_TYPES = (1, 2, 3, 4, 5, 6, 10, 12, 13, 14)  # DCMI_UTILIZATION_RATE_*
 
 
@@ -90,6 +95,16 @@ def write_dcmi_state(state_dir: str) -> str:
         os.unlink(temp_path)
         raise
     return path
+
+
+def set_dcmi_faults(state_dir: str, init: Optional[int] = None, hang: Iterable[str] = (),
+                    hang_seconds: float = 3600.0, segfault: Iterable[str] = (),
+                    codes: Optional[Dict[str, int]] = None) -> str:
+    """Replace the simulation's DCMI faults (no arguments: none) and rewrite the library's state file,
+    which every process using the library sees at its next call. Returns the state file's path.
+    Raises ValueError for a name that is not a DCMI function or a code that is not an int."""
+    write_faults(state_dir, init, hang, hang_seconds, segfault, codes)
+    return write_dcmi_state(state_dir)
 
 
 # Every simulated product answers through the simulated library. The 950 (Atlas 350) speaks DCMI V2 (dcmiv2_*,
@@ -177,6 +192,8 @@ def _product_values(product: Product, host: Dict[str, Any]) -> Dict[str, str]:
         "aicore_rated_mhz": str(product.aicore_rated_mhz), "memory_clock_mhz": str(product.memory_clock_mhz),
         "ecc_memory_type": str(ECC_HBM if product.has_hbm else ECC_DDR),
         "vector_is_aivector": "1" if product.has_hbm else "0",
+        # the 310P's driver answers only the HCCS statistics (sub 5), for its one index 0
+        "hccs_statistics_only": "1" if product.family == FAMILY_310P else "0",
     }
     if board.main_board_id is not None:
         values["main_board_id"] = str(board.main_board_id)
@@ -211,6 +228,14 @@ def unsupported_calls(product: Product, behaviour: str = "normal") -> List[str]:
             calls.append("dcmi_get_device_power_info")
         if family == FAMILY_310B:  # npu-smi shows no AI Core clock and no Compatibility on 310B boards
             calls += _typed("dcmi_get_device_frequency", (7, 9)) + ["dcmi_get_device_compatibility"]
+    # the links: HCCS on the 910B and the A3, its statistics alone on the 310P (hccs_statistics_only), SIO on the A3
+    # (the simulated npu-smi answers alike: sim/products.py)
+    if family not in (FAMILY_910B, FAMILY_910_93, FAMILY_310P):
+        calls += _typed("dcmi_get_device_info", (HCCS_MAIN_CMD,))
+    if family not in (FAMILY_910B, FAMILY_910_93):
+        calls.append("dcmi_get_hccs_link_bandwidth_info")
+    if family != FAMILY_910_93:
+        calls += _typed("dcmi_get_device_info", (SIO_MAIN_CMD,))
     if behaviour == "unsupported":
         calls += list(_QUERY_GETTERS) + _typed("dcmi_get_device_utilization_rate",
                                                [kind for kind in UTILIZATION_TYPES if kind != 2])
@@ -246,7 +271,10 @@ def _chip_lines(product: Product, slot, chips_spec: Dict[str, Any]) -> List[str]
              prefix + "vdie=" + die_id_words(slot), prefix + "ndie=" + die_id_words(slot, salt=0x0F0F),
              prefix + "health=" + encode_expression(_coded(expressions["health"], HEALTH_CODES), 0.0),
              prefix + "compatibility=" + encode_expression(_coded(expressions["compatibility"], COMPATIBILITY_CODES),
-                                                            0.0)]
+                                                            0.0),
+             prefix + "hccs_health=" + encode_expression(_coded(expressions["hccs_health"], HCCS_HEALTH_CODES), 0.0),
+             prefix + "ub_degraded_port_status=" + encode_expression(
+                 _coded(expressions["ub_degraded_port_status"], UB_PORT_STATUS_CODES), 0.0)]
     if slot.bus_id is not None:
         lines.append(prefix + "bus=" + slot.bus_id)
     if slot.ddr_total_mb:  # the 910A's own DDR (dcmi_get_device_memory_info_v3), beside its HBM

@@ -12,12 +12,11 @@ auto: DCMI where a library passes the path checks, loads and initialises in a wo
 waits for the library: the sources are built at once (only the path checks run then), npu-smi reads every query
 while the DCMI source opens the library in its own tier, and the queries DCMI covers move to it after its first
 good sweep (`Decision.in_use`). Until then, and whenever it is down again, npu-smi's status names the backend in
-use, "npu-smi", with `fallback_reason` (the library not found or refused, init failed, a hang at open). A simulated
-host keeps npu-smi under auto unless `dcmi.library` names a library (the simulator's own, for instance): then
-auto treats it as it would on a real host.
+use, "npu-smi", with `fallback_reason` (the library not found or refused, init failed, a hang at open). A target
+that supplies its own library (Target.dcmi_library: the simulator's) keeps npu-smi under auto unless
+`dcmi.library` names a library: then auto treats it as it would on a real host.
 """
 
-import os
 import threading
 from dataclasses import dataclass
 from typing import Any, Optional, Tuple
@@ -41,6 +40,9 @@ QUERY_METRICS = {
     "memory": (("hbm",),),
     "volt": (("voltage",),),
     "identity": (("ids",), ("vdie",), ("chip_info",)),
+    "hccs": (("hccs",),),
+    "hccs_bw": (("hccs_bw",),),
+    "sio": (("sio",),),
 }
 COVERED_QUERIES = frozenset(QUERY_METRICS)
 
@@ -63,7 +65,7 @@ class Decision:
     sticky_dirs: bool = False
     worker: Optional[Worker] = None  # opened by the auto probe; the DCMI source takes it
     opened: Optional[dict] = None  # the open answer (api, versions)
-    env: Optional[dict] = None  # what the worker's environment adds (a simulated host's state directory)
+    env: Optional[dict] = None  # what the worker's environment adds (the target's env)
     dcmi_up: Optional[bool] = None  # the DCMI source's last poll answered (None: not polled yet)
     lacking: frozenset = frozenset()  # queries DCMI lacks on this host (lacking_queries)
     auto: bool = False  # collect.backend auto: npu-smi until DCMI's first good sweep, and while it is down
@@ -98,23 +100,10 @@ _lock = threading.Lock()
 _latest: Optional[Tuple[Any, Decision]] = None
 
 
-def simulated_library() -> Tuple[Optional[str], str]:
-    """The simulator's libdcmi.so (npumon.sim.dcmi, compiled with the system's C compiler once per source
-    version): (its path or None, why not)."""
-    try:
-        from ...sim.dcmi import FakeDcmiBuildError, build_fake_library
-    except ImportError as exc:
-        return None, "the simulator has no libdcmi.so ({})".format(exc)
-    try:
-        return build_fake_library(), ""
-    except FakeDcmiBuildError as exc:
-        return None, "the simulated libdcmi.so could not be built: {}".format(exc)
-
-
 def decide(config: Any, target: Any) -> Decision:
     """The decision for this config and target, made once (the two sources' builds share it)."""
     global _latest
-    key = (id(config), config.collect.backend, config.dcmi.library, target.simulated, target.sim_state_dir)
+    key = (id(config), config.collect.backend, config.dcmi.library, target)
     with _lock:
         if _latest is not None and _latest[0] == key:
             return _latest[1]
@@ -130,28 +119,28 @@ def _decide(config: Any, target: Any) -> Decision:
     if wanted == NPU_SMI:
         return Decision(NPU_SMI, None, "collect.backend is npu-smi")
     auto = wanted == "auto"
-    simulated = getattr(target, "simulated", False)
+    own = target.dcmi_library  # None: the driver's standard locations, owned by root
     configured = config.dcmi.library
-    env = dict(target.env or {}) if simulated else None  # the simulated library finds its host's state there
-    if simulated and configured is None:
-        # A simulated host answers through DCMI only when asked to: auto keeps the npu-smi path it always had.
+    env = dict(target.env) if target.env else None  # the worker finds its host there (a simulation's state)
+    if own is not None and configured is None:
+        # A host with its own library answers through DCMI only when asked to: auto keeps npu-smi.
         if auto:
-            return Decision(NPU_SMI, None, "auto: a simulated host uses npu-smi unless collect.backend is dcmi or "
-                                           "dcmi.library names a library", auto=True)
-        configured, problem = simulated_library()
+            return Decision(NPU_SMI, None, "auto: {} uses npu-smi unless collect.backend is dcmi or dcmi.library "
+                                           "names a library".format(target.label or "this target"), auto=True)
+        configured, problem = own.build()
         if configured is None:
             return Decision(DCMI, None, problem, env=env)
-    # The simulator's library is built by whoever runs it, under a temporary directory.
-    owner_uid = os.getuid() if simulated else 0
-    locations = () if simulated else DEFAULT_LOCATIONS
-    path, problem = find_library(configured, locations, owner_uid=owner_uid, sticky_dirs=simulated)
+    owner_uid = 0 if own is None else own.owner_uid
+    sticky_dirs = own is not None and own.sticky_dirs
+    locations = DEFAULT_LOCATIONS if own is None else ()
+    path, problem = find_library(configured, locations, owner_uid=owner_uid, sticky_dirs=sticky_dirs)
     if wanted == DCMI:
-        return Decision(DCMI, path, problem or "collect.backend is dcmi", owner_uid, simulated, env=env)
+        return Decision(DCMI, path, problem or "collect.backend is dcmi", owner_uid, sticky_dirs, env=env)
     if path is None:
         return Decision(NPU_SMI, None, "auto: " + problem, auto=True)
     # Not opened here: a library that hangs in dcmi_init must not hold up the daemon's start or a check.
     return Decision(DCMI, path, "auto: {} passed the path checks; npu-smi until it initialises".format(path),
-                    owner_uid, simulated, env=env, auto=True,
+                    owner_uid, sticky_dirs, env=env, auto=True,
                     fallback_reason="auto: {} not initialised yet".format(path))
 
 

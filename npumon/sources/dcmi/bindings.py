@@ -196,6 +196,9 @@ SIGNATURES: Dict[str, Tuple] = {
     "dcmiv2_get_eid_list_by_urma_dev_index": (_I, _U, P(s.dcmi_urma_eid_info), _PU),
     "dcmiv2_get_device_elabel_info": (_I, P(s.dcmi_elabel_info)),
     "dcmiv2_get_port_pkt_stats_info": (_I, P(s.dcmi_ub_port_info), P(s.dcmi_port_pkt_stats_info)),
+    # the driver header (dcmi_driver_extras.h): the 950's UB port states
+    "dcmiv2_get_ub_port_link_status": (_I, P(s.dcmi_ub_port_link_status)),
+    "dcmiv2_get_ub_realtime_bandwidth_info": (_I, _U, P(s.dcmi_ub_port_info), P(s.dcmi_ub_bandwidth_info)),
 }
 
 # The V1 call a reader makes -> its V2 counterpart (same output struct, one logical device id in place of

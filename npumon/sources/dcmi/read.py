@@ -343,6 +343,162 @@ def read_compatibility(api: Api, ref) -> Dict[str, Any]:
     return {"compatibility": s.COMPATIBILITY_TEXT.get(value.value, "UNKNOWN")}
 
 
+# -- the interconnect links (shared/reference/interconnect-and-compute.md 1.4): the fields sources/npusmi/links.py
+# reads from -t hccs / -t hccs-bw / -t sio-info, the same links numbered the same way (the arrays' index) ------
+
+LINK_SLOTS = 7  # HCCS macros 1-7 (DCMI_HCCS_910B_PCS_NUM); npu-smi prints these
+HCCS_BANDWIDTH_PROFILING_MS = 200  # as npu-smi's -time (sources/npusmi/source.py HCCS_BW_PROFILING_MS)
+LANE_MODES = {0: 0, 1: 1, 2: 4, 3: 2}  # bits 9-10 of a link's lane bitmap -> lanes in use
+LANE_BITS = 4  # npu-smi prints lanes 0-3 (bits 1-4)
+
+
+def _device_info(api: Api, ref, metric: str, main_cmd: int, sub_cmd: int, buffer) -> None:
+    size = ctypes.c_uint(ctypes.sizeof(buffer))
+    _get(api, ref, metric, "dcmi_get_device_info", main_cmd, sub_cmd, ctypes.addressof(buffer), ctypes.byref(size))
+
+
+def _link_lanes(api: Api, ref) -> Dict[int, Dict[str, Any]]:
+    """link -> lane_mode, lanes, speed_gbps from the lane info: the lane bitmaps come packed in the order of the
+    set bits of the port bitmap (a link whose bit 0 is clear is not switched to HCCS: its bits mean nothing)."""
+    info = s.dcmi_hccs_lane_info()
+    _device_info(api, ref, "hccs", s.DCMI_MAIN_CMD["HCCS"], s.HCCS_SUB_LANE_INFO, info)
+    links = [link for link in range(s.HCCS_MAX_PCS_NUM) if info.hccs_port_pcs_bitmap >> link & 1]
+    result = {}
+    for packed, link in enumerate(links):
+        bitmap = info.pcs_lane_bitmap[packed]
+        if not bitmap & 1:
+            result[link] = {"lane_mode": None, "lanes": None, "speed_gbps": None}
+            continue
+        mode = LANE_MODES[bitmap >> 9 & 0x3]
+        result[link] = {"lane_mode": mode, "lanes": "".join(str(bitmap >> bit & 1) for bit in range(1, 1 + LANE_BITS)),
+                        "speed_gbps": mode * 56}
+    return result
+
+
+def _link_counters(api: Api, ref):
+    """The statistics, u64 where the driver has them (sub 5), else the u32 form (sub 3, wraps at 2^32)."""
+    info = s.dcmi_hccs_statistic_info_u64()
+    try:
+        _device_info(api, ref, "hccs", s.DCMI_MAIN_CMD["HCCS"], s.HCCS_SUB_STATISTIC_U64, info)
+    except CallFailed as failed:
+        if failed.code not in b.UNSUPPORTED_CODES:
+            raise
+        info = s.dcmi_hccs_statistic_info()
+        _device_info(api, ref, "hccs", s.DCMI_MAIN_CMD["HCCS"], s.HCCS_SUB_STATISTIC, info)
+    return info
+
+
+def read_hccs(api: Api, ref) -> Dict[str, Any]:
+    status = s.dcmi_hccs_statues()
+    try:
+        _device_info(api, ref, "hccs", s.DCMI_MAIN_CMD["HCCS"], s.HCCS_SUB_STATUS, status)
+    except CallFailed as failed:
+        if failed.code not in b.UNSUPPORTED_CODES:
+            raise
+        return _hccs_statistics_only(api, ref)
+    lanes = _link_lanes(api, ref)
+    counters = _link_counters(api, ref)
+    numbers = sorted(lanes) or list(range(1, LINK_SLOTS + 1))
+    links = [dict({"link": link, "lane_mode": None, "lanes": None, "speed_gbps": None}, **lanes.get(link, {}),
+                  tx_packets=counters.tx_cnt[link], rx_packets=counters.rx_cnt[link], retries=counters.retry_cnt[link],
+                  crc_errors=counters.crc_err_cnt[link]) for link in numbers]
+    healthy = status.pcs_status == 0 and status.hdlc_status & 0x3 == s.HDLC_STATUS_OK
+    return {"hccs": {"health": "OK" if healthy else "NOK",
+                     "first_error_lane": None if status.pcs_status == 0 else status.pcs_status >> 8 & 0xFF,
+                     "links": links}}
+
+
+def _hccs_statistics_only(api: Api, ref) -> Dict[str, Any]:
+    """The 310P's HCCS: no status or lane info, the statistics of its one index 0 (as its npu-smi prints them);
+    a product without HCCS refuses these too, which marks the metric unsupported."""
+    counters = _link_counters(api, ref)
+    return {"hccs": {"health": None, "first_error_lane": None, "links": [{
+        "link": 0, "lane_mode": None, "lanes": None, "speed_gbps": None, "tx_packets": counters.tx_cnt[0],
+        "rx_packets": counters.rx_cnt[0], "retries": counters.retry_cnt[0], "crc_errors": counters.crc_err_cnt[0]}]}}
+
+
+def read_hccs_bandwidth(api: Api, ref) -> Dict[str, Any]:
+    """GB/s over HCCS_BANDWIDTH_PROFILING_MS (the call blocks that long), rounded as npu-smi prints them (%.6f)."""
+    info = s.dcmi_hccs_bandwidth_info(profiling_time=HCCS_BANDWIDTH_PROFILING_MS)
+    _get(api, ref, "hccs_bw", "dcmi_get_hccs_link_bandwidth_info", ctypes.byref(info))
+    return {"hccs_bandwidth": {
+        "total_tx_gbps": round(info.total_txbw, 6), "total_rx_gbps": round(info.total_rxbw, 6),
+        "links": [{"link": link, "tx_gbps": round(info.tx_bandwidth[link], 6),
+                   "rx_gbps": round(info.rx_bandwidth[link], 6)} for link in range(1, LINK_SLOTS + 1)]}}
+
+
+def read_sio(api: Api, ref) -> Dict[str, Any]:
+    info = s.dcmi_sio_crc_err_statistic_info()
+    _device_info(api, ref, "sio", s.DCMI_MAIN_CMD["SIO"], s.SIO_SUB_CRC_ERR_STATISTICS, info)
+    return {"sio": {"tx_errors": info.tx_error_count, "rx_errors": info.rx_error_count}}
+
+
+# -- the 950's UB ports (interconnect-and-compute.md 1.4): DCMI V2 only. npu-smi has no query for them (its 950
+# `-t topo` prints `UB` cells, nothing per port), so only the DCMI backend reads them -------------------------------
+
+# dcmi_entire_ub_status and dcmi_ub_port_status (0: no such port) -> the words npumon keeps
+UB_LINK_STATUS = {0: "no_link", 1: "linked", 2: "partial", 3: "not_needed"}
+UB_PORT_STATUS = {1: "full", 2: "partial_lanes", 3: "down"}
+# The port array is indexed by port id; the Atlas 350's ports (4, 5, 6) sit on UDie 0 (the 950 hccn_tool doc's
+# -dev_info table), the only UDie the references show
+UB_UDIE = 0
+# dcmi_port_pkt_stats_info's counters under npu-exporter's names (collector_for_ub.go): the same order, the
+# MindCluster header's `ub_glb_` and `ub_clan_` being npu-exporter's `ub_` and `ub_compact_`
+UB_COUNTERS = tuple((field, field.replace("ub_glb_", "ub_").replace("ub_clan_", "ub_compact_"))
+                    for field in s.PORT_PKT_COUNTERS)
+
+
+# the bandwidth call's window (1-226 ms; it blocks that long per port): npu-exporter's hccn_tool -time 100
+UB_BANDWIDTH_PROFILING_MS = 100
+
+
+def _ub_status(api: Api, ref, metric: str):
+    """The chip's UB link status (V2 only: a V1 library has no UB call, the 950 speaks V2)."""
+    if api.library.api != "v2":
+        raise CallFailed(metric, "dcmiv2_get_ub_port_link_status", b.FUNCTION_NOT_FOUND)
+    status = s.dcmi_ub_port_link_status()
+    code = api.plain("dcmiv2_get_ub_port_link_status", ref[-1], ctypes.byref(status))
+    if code != b.DCMI_OK:
+        raise CallFailed(metric, "dcmiv2_get_ub_port_link_status", code)
+    return status
+
+
+def read_ub(api: Api, ref) -> Dict[str, Any]:
+    """`ub` = {"link_status", "ports": [{"udie", "port", "status", "counters": {npu-exporter name: count}}]}."""
+    status = _ub_status(api, ref, "ub")
+    ports = []
+    for port, state in enumerate(status.ub_port_status):
+        if state == 0:
+            continue
+        stats = s.dcmi_port_pkt_stats_info()
+        where = s.dcmi_ub_port_info(udie_id=UB_UDIE, port_id=port)
+        code = api.plain("dcmiv2_get_port_pkt_stats_info", ref[-1], ctypes.byref(where), ctypes.byref(stats))
+        if code != b.DCMI_OK and code not in b.UNSUPPORTED_CODES:
+            raise CallFailed("ub", "dcmiv2_get_port_pkt_stats_info", code)
+        counters = None if code != b.DCMI_OK else {name: getattr(stats, field) for field, name in UB_COUNTERS}
+        ports.append({"udie": UB_UDIE, "port": port, "status": UB_PORT_STATUS.get(state, "unknown"),
+                      "counters": counters})
+    return {"ub": {"link_status": UB_LINK_STATUS.get(status.ub_link_status, "unknown"), "ports": ports}}
+
+
+def read_ub_bandwidth(api: Api, ref) -> Dict[str, Any]:
+    """`ub_bandwidth` = {"ports": [{"udie", "port", "tx_mbps", "rx_mbps"}]} over UB_BANDWIDTH_PROFILING_MS, for the
+    linked ports (the driver measures only on 2- and 4-card UB interconnects; elsewhere it refuses)."""
+    status = _ub_status(api, ref, "ub_bw")
+    ports = []
+    for port, state in enumerate(status.ub_port_status):
+        if UB_PORT_STATUS.get(state) not in ("full", "partial_lanes"):
+            continue
+        answer = s.dcmi_ub_bandwidth_info()
+        where = s.dcmi_ub_port_info(udie_id=UB_UDIE, port_id=port)
+        code = api.plain("dcmiv2_get_ub_realtime_bandwidth_info", ref[-1], UB_BANDWIDTH_PROFILING_MS,
+                         ctypes.byref(where), ctypes.byref(answer))
+        if code != b.DCMI_OK:
+            raise CallFailed("ub_bw", "dcmiv2_get_ub_realtime_bandwidth_info", code)
+        ports.append({"udie": UB_UDIE, "port": port, "tx_mbps": answer.tx_bandwidth, "rx_mbps": answer.rx_bandwidth})
+    return {"ub_bandwidth": {"ports": ports}}
+
+
 METRICS: Tuple[Tuple[str, Callable], ...] = (
     ("chip_info", read_chip_info), ("ids", read_ids), ("pcie", read_pcie), ("health", read_health),
     ("error_codes", read_error_codes), ("temperature", read_temperature), ("power", read_power),
@@ -353,6 +509,8 @@ METRICS: Tuple[Tuple[str, Callable], ...] = (
     ("ecc:hbm", ecc_reader("hbm", s.DCMI_DEVICE_TYPE_HBM)), ("ecc:ddr", ecc_reader("ddr", s.DCMI_DEVICE_TYPE_DDR)),
     ("aicore_freq", read_aicore_freq), ("aicore_rated_freq", read_aicore_rated_freq), ("board", read_board),
     ("vdie", read_vdie), ("serial", read_serial), ("compatibility", read_compatibility),
+    ("hccs", read_hccs), ("hccs_bw", read_hccs_bandwidth), ("sio", read_sio), ("ub", read_ub),
+    ("ub_bw", read_ub_bandwidth),
 )
 METRIC_NAMES = tuple(name for name, _ in METRICS)
 CARD_WIDE = frozenset(("card_power", "serial", "compatibility"))  # asked of a card's first chip, given to all of its chips
@@ -368,16 +526,22 @@ STATIC_METRICS = frozenset(("chip_info", "ids", "pcie", "aicore_rated_freq", "bo
                             "compatibility"))
 
 
+# The links: read only in the sweeps that ask for them (`links`), each at its own interval (the source's link tiers,
+# poll.hccs_seconds etc.): one call per chip, and the bandwidth call blocks for its profiling window.
+LINK_METRICS = frozenset(("hccs", "hccs_bw", "sio", "ub", "ub_bw"))
+
+
 # What a quick `npumon check` asks (the npu-smi source's quick tiers: health and ECC; the main table, read on
 # both backends, gives the rest of what the quick rules judge).
 QUICK_METRICS = frozenset(("health", "error_codes", "ecc:hbm", "ecc:ddr"))
 
 
 def sweep(api: Api, unsupported: Set[Tuple[int, int, str]], static: bool = True, metrics=METRICS,
-          only: Optional[Set[str]] = None) -> Dict[str, Any]:
+          only: Optional[Set[str]] = None, links: Set[str] = frozenset()) -> Dict[str, Any]:
     """Every chip's values: {"chips": [{"npu", "chip", "values", "static", "problems"}], "unsupported": [[npu,
     chip, metric]] newly found, "problems": [...]} -- JSON-shaped, for the worker to send. `static`: also the
-    STATIC_METRICS (their fields are listed in each chip's "static"). `only`: just these metrics (a quick pass)."""
+    STATIC_METRICS (their fields are listed in each chip's "static"). `only`: just these metrics (a quick pass).
+    `links`: the LINK_METRICS due in this sweep (the others are left out)."""
     api.init_type_errors = 0
     chips, problems = enumerate_chips(api, static)
     found: List[List[Any]] = []
@@ -390,6 +554,7 @@ def sweep(api: Api, unsupported: Set[Tuple[int, int, str]], static: bool = True,
         covered: Set[str] = set()
         for name, reader in metrics:
             if (name in STATIC_METRICS and not static or name in covered
+                    or name in LINK_METRICS and name not in links
                     or only is not None and name not in only):
                 continue
             if name in CARD_WIDE and npu in card_values and name in card_values[npu]:

@@ -18,7 +18,7 @@ import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 from ...model import ChipSample, SourceStatus
-from ..base import Facts, Parts, Section, SourceContext, SourceSpec, Tier, allowed_age, judge_status
+from ..base import Facts, Outcome, Parts, PollRecorder, Section, SourceContext, SourceSpec, Tier, allowed_age
 from .backend import DCMI, Decision, decide, lacking_queries, open_request
 from .config import DcmiConfig, dcmi_problems
 from .metrics import METRICS, export
@@ -26,6 +26,9 @@ from .read import QUICK_METRICS
 from .worker import Worker, WorkerDown
 
 DCMI_SOURCE = "dcmi"
+# the link fields and the metric (read.LINK_METRICS) that reads each: they age at their own tier's interval
+LINK_FIELDS = {"hccs": "hccs", "hccs_bandwidth": "hccs_bw", "sio": "sio", "ub": "ub",
+               "ub_bandwidth": "ub_bw"}
 EXTRA_KEYS = ("aicore_count", "npu_name", "hbm_freq_mhz", "aicore_rated_freq_mhz", "board_id", "slot_id",
               "pcie_vendor_id", "pcie_device_id", "pcie_subvendor_id", "pcie_subdevice_id")
 ChipKey = Tuple[int, int]
@@ -37,7 +40,8 @@ class DcmiSource:
     def __init__(self, decision: Decision, interval: float, max_age: float, timeout_seconds: float,
                  open_timeout_seconds: float, clock=time.time, worker: Optional[Worker] = None,
                  opened: Optional[dict] = None, static_interval: float = 3600.0, quick_pass: bool = False,
-                 not_after: Optional[Callable[[], Optional[float]]] = None):
+                 not_after: Optional[Callable[[], Optional[float]]] = None,
+                 link_intervals: Optional[Dict[str, float]] = None):
         self.decision = decision
         # the pass's end (time.monotonic(); `npumon check --timeout`), past which no open or sweep may wait
         self.not_after = not_after or (lambda: None)
@@ -48,6 +52,10 @@ class DcmiSource:
         self.interval = interval
         self.static_interval = static_interval  # ids, die id, board: read again this often (poll.identity_seconds)
         self._static_due = 0.0
+        # link metric -> seconds between its reads (0: off), and when it is due next: one call per chip each, and
+        # the bandwidth call blocks for its profiling window, so not every sweep
+        self.link_intervals = dict(link_intervals or {})
+        self._link_due: Dict[str, float] = {}
         self.max_age = max_age
         self.timeout_seconds = timeout_seconds
         self.open_timeout_seconds = open_timeout_seconds
@@ -61,14 +69,16 @@ class DcmiSource:
         self._chips: List[ChipKey] = []
         self._chips_time: Optional[float] = None
         self.unsupported: Set[Tuple[int, int, str]] = set()
-        self._status = SourceStatus(ok=False, error="not polled yet")
+        self.recorder = PollRecorder(self.name, lambda tier: allowed_age(self.max_age, self.interval), clock)
         self.reinitialisations = 0
 
     def tiers(self) -> Sequence[Tier]:
         return [Tier(self.name, self.interval, first_run=0.0)]
 
     def poll(self, tier: str, chips: Sequence[ChipSample] = ()) -> Optional[float]:
-        started, began = self.clock(), time.monotonic()
+        return self.recorder.execute(self.name, self._poll)
+
+    def _poll(self, started: float) -> Outcome:
         error, degraded = self._poll_once(started)
         self.decision.dcmi_up = error is None or degraded
         if self.decision.dcmi_up:
@@ -77,12 +87,9 @@ class DcmiSource:
             self.decision.fallback_reason = "auto: DCMI is down: " + error
         with self._lock:
             self.decision.lacking = lacking_queries(self.unsupported, self._chips)
-            last = self._status.last_success
-            self._status = SourceStatus(ok=error is None or degraded, error=error,
-                                        duration_seconds=time.monotonic() - began,
-                                        last_success=started if error is None or degraded else last,
-                                        degraded=degraded)
-        return None
+        if error is not None and not degraded:
+            return Outcome.failed(error)
+        return Outcome(error=error, degraded=degraded)
 
     def _poll_once(self, started: float) -> Tuple[Optional[str], bool]:
         if self.decision.library is None:
@@ -96,7 +103,9 @@ class DcmiSource:
                     return "{}: {}".format(self.decision.library, reply.get("error")), False
                 self._opened, self._opened_pid = reply, self.worker.pid
             static = started >= self._static_due and not self.quick_pass
-            request = {"op": "sweep", "unsupported": sorted(self.unsupported), "static": static}
+            links = sorted(metric for metric, seconds in self.link_intervals.items()
+                           if seconds > 0 and started >= self._link_due.get(metric, 0.0))
+            request = {"op": "sweep", "unsupported": sorted(self.unsupported), "static": static, "links": links}
             if self.quick_pass:
                 request["only"] = sorted(QUICK_METRICS)
             reply = self.worker.request(request, self._within(self.timeout_seconds))
@@ -109,6 +118,8 @@ class DcmiSource:
         self.worker.succeeded()
         if static:
             self._static_due = started + self.static_interval
+        for metric in links:
+            self._link_due[metric] = started + self.link_intervals[metric]
         if reply.get("reinitialised"):
             self.reinitialisations += 1
         self._store(reply, started)
@@ -146,9 +157,11 @@ class DcmiSource:
     def fresh_values(self, now: float) -> Dict[ChipKey, Dict[str, Any]]:
         allowed = allowed_age(self.max_age, self.interval)
         static_allowed = allowed_age(self.max_age, self.static_interval)
+        link_allowed = {name: allowed_age(self.max_age, self.link_intervals.get(metric, 0.0))
+                        for name, metric in LINK_FIELDS.items()}
         with self._lock:
             return {key: {name: value for name, (when, value, static) in fields.items()
-                          if now - when <= (static_allowed if static else allowed)}
+                          if now - when <= (static_allowed if static else link_allowed.get(name, allowed))}
                     for key, fields in self._values.items()}
 
     def contribute(self, parts: Parts, now: float) -> Parts:
@@ -165,9 +178,8 @@ class DcmiSource:
     def statuses(self, now: float) -> Dict[str, SourceStatus]:
         if self.decision.auto and not self._ever_up:
             return {}  # not in use yet: npu-smi's status says why (fallback_reason)
-        with self._lock:
-            status = dataclasses.replace(self._status, backend=DCMI)
-        return {self.name: judge_status(status, now, allowed_age(self.max_age, self.interval))}
+        return {tier: dataclasses.replace(status, backend=DCMI)
+                for tier, status in self.recorder.statuses(now, unpolled=[self.name]).items()}
 
     def close(self) -> None:
         self.worker.close()
@@ -214,7 +226,10 @@ def build(context: SourceContext) -> Optional[DcmiSource]:
     return DcmiSource(decision, config.poll.table_seconds, config.max_age_seconds, config.dcmi.timeout_seconds,
                       config.dcmi.open_timeout_seconds, context.clock, worker, opened,
                       static_interval=config.poll.identity_seconds or 3600.0, quick_pass=context.quick_pass,
-                      not_after=lambda: context.npu_smi.not_after)
+                      not_after=lambda: context.npu_smi.not_after,
+                      link_intervals={"hccs": config.poll.hccs_seconds, "hccs_bw": config.poll.hccs_bw_seconds,
+                                      "sio": config.poll.sio_seconds, "ub": config.poll.ub_seconds,
+                                      "ub_bw": config.poll.ub_bw_seconds})
 
 
 def chip_facts(chip: ChipSample, host) -> Facts:
@@ -223,4 +238,4 @@ def chip_facts(chip: ChipSample, host) -> Facts:
 
 
 SPEC = SourceSpec(DCMI_SOURCE, build, section=Section("dcmi", DcmiConfig, dcmi_problems), chip_facts=chip_facts,
-                  metrics=METRICS, export=export)
+                  metrics=METRICS, export=export, lists_chips=True)

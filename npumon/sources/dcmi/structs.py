@@ -165,6 +165,16 @@ dcmi_hccs_statistic_info_u64 = _struct("dcmi_hccs_statistic_info_u64", [
 dcmi_hccs_bandwidth_info = _struct("dcmi_hccs_bandwidth_info", [
     ("profiling_time", c_int), ("total_txbw", c_double), ("total_rxbw", c_double),
     ("tx_bandwidth", c_double * HCCS_MAX_PCS_NUM), ("rx_bandwidth", c_double * HCCS_MAX_PCS_NUM)])
+# dcmi_get_device_info(HCCS, 0 status / 1 lane info): the driver header's structs as
+# shared/reference/interconnect-and-compute.md 1.4 describes them (12 and 132 bytes)
+dcmi_hccs_statues = _struct("dcmi_hccs_statues", [  # sic
+    ("pcs_status", c_uint), ("hdlc_status", c_uint), ("reserve", c_ubyte * 4)])
+dcmi_hccs_lane_info = _struct("dcmi_hccs_lane_info", [
+    ("hccs_port_pcs_bitmap", c_uint), ("pcs_lane_bitmap", c_uint * HCCS_MAX_PCS_NUM),
+    ("reserve", c_uint * HCCS_MAX_PCS_NUM)])
+HCCS_SUB_STATUS, HCCS_SUB_LANE_INFO, HCCS_SUB_STATISTIC, HCCS_SUB_STATISTIC_U64 = 0, 1, 3, 5
+SIO_SUB_CRC_ERR_STATISTICS = 0
+HDLC_STATUS_OK = 0x3
 dcmi_sio_crc_err_statistic_info = _struct("dcmi_sio_crc_err_statistic_info", [
     ("tx_error_count", c_ushort), ("rx_error_count", c_ushort), ("reserved", c_ubyte * 8)])
 dcmi_elabel_info = _struct("dcmi_elabel_info", [
@@ -189,7 +199,7 @@ dcmi_urma_eid = _struct("dcmi_urma_eid", [
     ("raw", c_ubyte * DCMI_URMA_EID_SIZE), ("in4", _eid_in4), ("in6", _eid_in6)], ctypes.Union)
 dcmi_urma_eid_info = _struct("dcmi_urma_eid_info", [("eid", dcmi_urma_eid), ("eid_index", c_uint)])
 dcmi_ub_port_info = _struct("dcmi_ub_port_info", [("udie_id", c_int), ("port_id", c_int)])
-_PORT_PKT_COUNTERS = (
+PORT_PKT_COUNTERS = (
     "ub_glb_ipv4_pkt_cnt_rx", "ub_glb_ipv6_pkt_cnt_rx", "unic_ipv4_pkt_cnt_rx", "unic_ipv6_pkt_cnt_rx",
     "ub_clan_pkt_cnt_rx", "ub_umoc_ctph_cnt_rx", "ub_umoc_ntph_cnt_rx", "ub_mem_pkt_cnt_rx", "unknown_pkt_cnt_rx",
     "drop_ind_cnt_rx", "err_ind_cnt_rx", "to_host_pkt_cnt_rx", "to_imp_pkt_cnt_rx", "to_mar_pkt_cnt_rx",
@@ -202,7 +212,15 @@ _PORT_PKT_COUNTERS = (
     "core_mib_rxpfcpkts", "core_mib_txpfcpkts", "core_mib_rxbadpkts", "core_mib_txbadpkts",
     "core_mib_rxbadoctets", "core_mib_txbadoctets")
 dcmi_port_pkt_stats_info = _struct("dcmi_port_pkt_stats_info", [("port_mode", c_int)] + [
-    (name, c_ulonglong) for name in _PORT_PKT_COUNTERS] + [("reserved", c_ulonglong * 16)])
+    (name, c_ulonglong) for name in PORT_PKT_COUNTERS] + [("reserved", c_ulonglong * 16)])
+# dcmiv2_get_ub_port_link_status (the 950): the driver header's struct as shared/reference/interconnect-and-compute.md
+# 1.4 describes it (148 bytes): the chip's link state, then one state per UB port (both enums)
+UB_PORT_NUM = 36
+dcmi_ub_port_link_status = _struct("dcmi_ub_port_link_status", [
+    ("ub_link_status", c_enum), ("ub_port_status", c_enum * UB_PORT_NUM)])
+# dcmiv2_get_ub_realtime_bandwidth_info's answer: MB/s each way
+dcmi_ub_bandwidth_info = _struct("dcmi_ub_bandwidth_info", [
+    ("tx_bandwidth", c_uint), ("rx_bandwidth", c_uint), ("reserved", c_uint * 2)])
 dcmi_memory_info_stru = _struct("dcmi_memory_info_stru", [
     ("memory_size", c_ulonglong), ("freq", c_uint), ("utiliza", c_uint)])
 

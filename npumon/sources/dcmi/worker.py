@@ -68,7 +68,8 @@ def _serve() -> None:
                     unsupported = {tuple(item) for item in request.get("unsupported", [])}
                     only = request.get("only")
                     reply = dict(read.sweep(api, unsupported, static=bool(request.get("static", True)),
-                                            only=None if only is None else set(only)), ok=True, reinitialised=False)
+                                            only=None if only is None else set(only),
+                                            links=set(request.get("links", []))), ok=True, reinitialised=False)
                     if reply["init_type_errors"] >= REINIT_BURST:
                         chosen, tried = api.library.initialise()
                         reply["reinitialised"] = chosen is not None

@@ -13,6 +13,8 @@ import re
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
+from ..lines import splitlines_at_most
+
 MAX_LINES = 4096  # no real answer comes near this (the -stat answer is 49 lines); more is not an answer
 
 
@@ -23,9 +25,9 @@ class HccnParseError(ValueError):
 def _lines(text: str) -> List[str]:
     if not isinstance(text, str):
         raise HccnParseError("expected text, got {}".format(type(text).__name__))
-    lines = text.splitlines()
-    if len(lines) > MAX_LINES:
-        raise HccnParseError("{} lines: more than any hccn_tool answer".format(len(lines)))
+    lines = splitlines_at_most(text, MAX_LINES)
+    if lines is None:
+        raise HccnParseError("more than {} lines: more than any hccn_tool answer".format(MAX_LINES))
     return lines
 
 
@@ -365,12 +367,16 @@ ERROR_TEXTS = (
 )
 
 
+ERROR_LINES = 64  # an error is printed alone, or after a few lines of the tool's own
+ERROR_HEAD_CHARS = ERROR_LINES * 128  # the part of an answer looked at: its lines are not all split
+
+
 def classify_error(stdout: str, stderr: str = "") -> Optional[HccnError]:
     """The error hccn_tool printed (on stdout or stderr), or None; never raises."""
     for stream in (stderr, stdout):
         if not isinstance(stream, str):
             continue
-        for line in stream.splitlines()[:64]:
+        for line in stream[:ERROR_HEAD_CHARS].splitlines()[:ERROR_LINES]:
             text = line.strip()
             for known, kind in ERROR_TEXTS:
                 if text == known:

@@ -35,6 +35,7 @@ EMPTY = {
     # filled in when the object is assembled (source.py): the host's normal port speed and the flap window
     "normal_speed_mbps": None, "flap_window_seconds": None, "link_changes_in_window": None,
     "link_down_seconds": None,
+    "not_ready": False,  # hccn_tool found the chip not ready (timed out, or "Get device health status failed!")
 }
 OPTICAL_FLAGS = ("tx_los", "rx_los", "tx_lol", "rx_lol")
 
@@ -82,6 +83,8 @@ def ip_values(addresses: Optional[List[IpAddress]]) -> Dict[str, Any]:
 ROCE_ERROR_COUNTERS = ("roce_rx_err_pkt_num", "roce_tx_err_pkt_num", "roce_verification_err_num",
                        "roce_qp_status_err_num", "roce_unexpected_ack_num")
 ROCE_RETRY_COUNTERS = ("roce_new_pkt_rty_num", "roce_out_of_order_num")
+# all RoCE packets sent and received: flat on a chip whose job hangs (the device plugin's hang detector)
+ROCE_PACKET_COUNTERS = ("roce_tx_all_pkt_num", "roce_rx_all_pkt_num")
 PAUSE_COUNTERS = ("mac_rx_mac_pause_num", "mac_rx_pfc_pkt_num", "mac_tx_mac_pause_num", "mac_tx_pfc_pkt_num")
 
 
@@ -156,9 +159,9 @@ def chip_facts(chip: ChipSample, host: HostSample) -> Dict[str, Any]:
         "network_link_status", "network_link_up", "network_link_changes_in_window", "network_flap_window_minutes",
         "network_net_health", "network_net_health_ok", "network_net_health_meaning", "network_speed_mbps",
         "network_normal_speed_mbps", "network_speed_below_normal", "network_roce_error_packets",
-        "network_roce_retransmissions", "network_pause_frames", "network_optical_out_of_range",
+        "network_roce_packets", "network_roce_retransmissions", "network_pause_frames", "network_optical_out_of_range",
         "network_optical_problem_text", "network_ip_configured", "network_gateway_configured",
-        "network_phy_id", "network_link_down_seconds", "network_link_down_minutes"))
+        "network_phy_id", "network_link_down_seconds", "network_link_down_minutes", "network_not_ready"))
     if not network:
         return facts
     status = network.get("link_status")
@@ -170,6 +173,7 @@ def chip_facts(chip: ChipSample, host: HostSample) -> Dict[str, Any]:
     optical = optical_problems(network)
     window = network.get("flap_window_seconds")
     facts.update({
+        "network_not_ready": network.get("not_ready"),
         "network_phy_id": network.get("phy_id"),
         "network_link_status": status,
         "network_link_up": None if status is None else status == "UP",
@@ -185,6 +189,7 @@ def chip_facts(chip: ChipSample, host: HostSample) -> Dict[str, Any]:
         "network_normal_speed_mbps": normal,
         "network_speed_below_normal": None if speed is None or not normal or status != "UP" else speed < normal,
         "network_roce_error_packets": _sum(counters, ROCE_ERROR_COUNTERS),
+        "network_roce_packets": _sum(counters, ROCE_PACKET_COUNTERS),
         "network_roce_retransmissions": _sum(counters, ROCE_RETRY_COUNTERS),
         "network_pause_frames": _sum(counters, PAUSE_COUNTERS),
         "network_optical_out_of_range": None if not network.get("optical_thresholds") else bool(optical),

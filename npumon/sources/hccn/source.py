@@ -8,27 +8,32 @@ collide, so answers are judged by their text; `-bandwidth` samples for 1 s; `-op
 boards. Only the 910 family has the ports: on other chips the source asks nothing and reports itself
 unsupported.
 
-Every call goes through the shared runner (its slots, output cap and shutdown), with the network section's
-own deadline. The chips of a tier are polled side by side, each chip's commands one after the other: a chip
-whose call blocks costs one slot until its deadline, not the other chips' answers, and never the main table
-(which has a slot of its own). Such a chip is left alone for `not_ready_retry_seconds`.
+Every call goes through the shared runner (its slots, output cap, refusal of binary output and shutdown), with
+the network section's own deadline. The chips of a tier are polled side by side on the runner's threads (one per
+call slot), each chip's commands one after the other: a chip whose call blocks costs one slot until its deadline,
+not the other chips' answers, and never the main table (which has a slot of its own). Such a chip is left alone
+for `not_ready_retry_seconds`. Each answer is parsed and dropped before the chip's next command runs: a tier
+holds at most one answer per chip, never all of its commands' answers.
+
+Before npu-smi has listed the chips, a tier is waiting (SourceStatus.waiting_on "npu-smi"), not down, for its
+grace: WAIT_GRACE_TABLE_POLLS of npu-smi's table polls, each given at least its deadline. Past the grace the
+waiting is a failure of its own; npu-smi's status says why npu-smi lists none. Once the chips are there, a
+tier that had only waited is "not polled yet" until its first poll ends (its calls may wait for a free slot).
 
 Tiers (all read by the daemon and `npumon check --full`, none by a quick check, which must fit NRPE's 10 s):
 `hccn` (link, link history, net health, speed), `hccn:stat`, `hccn:bandwidth`, `hccn:optical`,
 `hccn:config` (IP, gateway, netdetect address), each with its own interval (network.*_seconds).
 """
 
-import concurrent.futures
 import dataclasses
 import logging
 import os
-import sys
 import threading
 import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from ...model import ChipSample, SourceStatus
-from ..base import Parts, Section, SourceContext, SourceSpec, Tier, allowed_age, judge_status
+from ...model import NOT_POLLED, ChipSample, SourceStatus
+from ..base import Outcome, Parts, PollRecorder, Section, SourceContext, SourceSpec, Tier, allowed_age
 from ..runner import CommandResult, CommandRunner
 from . import parse
 from .config import DEFAULT_HCCN_TOOL, NetworkConfig, network_config_problems
@@ -40,7 +45,6 @@ from .record import EMPTY, bandwidth_values, chip_facts, changes_within, down_fo
 log = logging.getLogger(__name__)
 
 NAME = "hccn"
-SIM_ARGV = [sys.executable, "-m", "npumon.sim.hccn"]  # a simulated host's hccn_tool (sim/hccn.py)
 # tier -> (its interval's config key, the commands it asks each chip, polled by a quick `npumon check`)
 TIERS = {
     # not quick: 4 calls per chip do not fit NRPE's 10 s beside npu-smi on a 16-chip A3 (`--full` reads them)
@@ -52,6 +56,8 @@ TIERS = {
 }
 MAX_PHY_ID = 99  # `-i` takes at most two digits (MAX_PHY_ID_LEN 2)
 FIRST_CHIPS_WAIT_SECONDS = 1.0
+WAIT_GRACE_TABLE_POLLS = 3  # npu-smi's table polls a tier may wait for the chips and not be down
+WAITING = "no chips yet: npu-smi has not listed them"
 # Each call's deadline in a one-shot `npumon check`: a healthy hccn_tool call takes well under a second.
 ONE_SHOT_TIMEOUT_SECONDS = 3.0
 
@@ -105,13 +111,15 @@ class HccnSource:
     name = NAME
 
     def __init__(self, settings: NetworkConfig, program: List[str], runner: CommandRunner, max_age: float,
-                 clock: Callable[[], float] = time.time, check_program: bool = True):
+                 clock: Callable[[], float] = time.time, check_program: bool = True, wait_grace: float = 45.0):
+        """`wait_grace`: seconds a tier may wait for npu-smi's chips and be waiting, not down (build() derives it)."""
         self.settings = settings
+        self.wait_grace = wait_grace
         self.program = program
         self.runner = runner
         self.max_age = max_age
         self.clock = clock
-        self.check_program = check_program  # a simulated host's tool is a Python module, not a file
+        self.check_program = check_program  # False: a target's own tool, not a file to check
         self._lock = threading.Lock()
         self._values: Dict[ChipKey, Dict[str, Tuple[str, float, Any]]] = {}  # field -> (tier, time, value)
         self._phy: Dict[ChipKey, int] = {}
@@ -120,9 +128,13 @@ class HccnSource:
         self._mapping_unsupported = False
         self._chip_locks: Dict[ChipKey, threading.Lock] = {}
         self._blocked_until: Dict[ChipKey, float] = {}  # time.monotonic() until which a not-ready chip rests
+        # Chips found not ready, until one of their calls is answered again (not only while they rest: the retry
+        # after a rest must not clear the finding for the seconds it takes to time out once more)
+        self._not_ready: set = set()
         self._unsupported: set = set()  # commands the product refuses
-        # tier -> its last poll's status; a tier shows once it has been polled (a quick check polls none)
-        self._status: Dict[str, SourceStatus] = {}
+        # every tier's status; a tier shows once it has been polled (a quick check polls none)
+        self.recorder = PollRecorder(NAME, lambda tier: allowed_age(self.max_age, self.interval(tier)), clock)
+        self._waiting_since: Dict[str, float] = {}  # tier -> when it began to wait for npu-smi's chips
 
     def interval(self, tier: str) -> float:
         return float(getattr(self.settings, TIERS[tier][0]))
@@ -136,49 +148,57 @@ class HccnSource:
     # -- polling ---------------------------------------------------------------------------------------
 
     def poll(self, tier: str, chips: Sequence[ChipSample] = ()) -> Optional[float]:
-        started, began = self.clock(), time.monotonic()
+        return self.recorder.execute(tier, lambda started: self._poll(tier, chips, started))
+
+    def _poll(self, tier: str, chips: Sequence[ChipSample], started: float) -> Outcome:
         missing = self._program_problem()
         if missing is not None:
-            self._set(tier, SourceStatus(ok=missing[0], error=missing[1], unsupported=missing[0],
-                                         duration_seconds=0.0))
-            return None
+            unsupported, why = missing
+            return Outcome(error=why, unsupported=True, read=False) if unsupported else Outcome.failed(why)
         port_chips = [chip for chip in chips if has_ports(chip.name)]
         if not chips:
-            self._set(tier, SourceStatus(ok=False, error="no chips yet: npu-smi has not listed them",
-                                         waiting_on="npu-smi", last_success=self._last_success(tier)))
-            return FIRST_CHIPS_WAIT_SECONDS
+            return self._waiting(tier, started)
+        self._done_waiting(tier, started)
         commands = [command for command in TIERS[tier][1] if command not in self._unsupported]
         if not port_chips or not commands:
             what = "no chip of this product has an NPU network port" if not port_chips \
                 else "hccn_tool on this product refuses " + " ".join(TIERS[tier][1])
-            self._set(tier, SourceStatus(ok=True, error="not supported: " + what, unsupported=True,
-                                         duration_seconds=0.0, last_success=started))
-            return None
+            return Outcome(error="not supported: " + what, unsupported=True)
         targets, problems = self._targets(port_chips)
         deadline = time.monotonic() + max(self.interval(tier), self.settings.timeout_seconds)
         outcomes: List[Tuple[int, int, List[str]]] = []
-        if targets:
-            with concurrent.futures.ThreadPoolExecutor(max_workers=len(targets)) as pool:
-                outcomes = list(pool.map(lambda target: self._poll_chip(tier, target, commands, deadline, started),
-                                         targets))
+        if targets:  # on the runner's threads: one per call slot, however many chips and tiers there are
+            outcomes = self.runner.pool.map(lambda target: self._poll_chip(tier, target, commands, deadline, started),
+                                            targets)
         answered = sum(1 for ran, _, _ in outcomes if ran)
         left_out = sum(skipped for _, skipped, _ in outcomes)
         problems += [problem for _, _, chip_problems in outcomes for problem in chip_problems]
         if self._unsupported.issuperset(commands) and not answered:
-            self._set(tier, SourceStatus(ok=True, error="not supported on this product: " + " ".join(commands),
-                                         unsupported=True, duration_seconds=time.monotonic() - began,
-                                         last_success=started))
-            return None
-        ok = answered > 0 or not problems
+            return Outcome(error="not supported on this product: " + " ".join(commands), unsupported=True)
         error = None
         if problems:
             error = "{} problem(s) on {} chip(s); first: {}".format(len(problems), len(port_chips), problems[0])
         elif left_out:
             error = "{} call(s) left out: the tier did not finish in time".format(left_out)
-        self._set(tier, SourceStatus(
-            ok=ok, error=error, duration_seconds=time.monotonic() - began, left_out=left_out,
-            last_success=started if answered else self._last_success(tier), degraded=ok and bool(problems)))
-        return None
+        return Outcome(ok=answered > 0 or not problems, error=error, read=answered > 0, left_out=left_out,
+                       degraded=bool(problems))
+
+    def _waiting(self, tier: str, now: float) -> Outcome:
+        """A tier without chips to ask: waiting for npu-smi within the grace, then failing."""
+        with self._lock:
+            waited = now - self._waiting_since.setdefault(tier, now)
+        if waited <= self.wait_grace:
+            return Outcome.failed(WAITING, waiting_on="npu-smi", retry=FIRST_CHIPS_WAIT_SECONDS)
+        return Outcome.failed("{} for {:.0f}s (grace {:.0f}s)".format(WAITING, waited, self.wait_grace),
+                              retry=FIRST_CHIPS_WAIT_SECONDS)
+
+    def _done_waiting(self, tier: str, now: float) -> None:
+        """npu-smi lists the chips: a tier that had only waited is not polled yet until this poll ends."""
+        with self._lock:
+            self._waiting_since.pop(tier, None)
+        status = self.recorder.last(tier)
+        if status.waiting_on is not None and status.last_success is None:
+            self.recorder.record(tier, Outcome.failed(NOT_POLLED), now, None)
 
     def _program_problem(self) -> Optional[Tuple[bool, str]]:
         """(unsupported, why) when hccn_tool cannot be run at all; None when it is there."""
@@ -268,52 +288,46 @@ class HccnSource:
                 if result.timed_out:
                     with self._lock:
                         self._blocked_until[key] = time.monotonic() + self.settings.not_ready_retry_seconds
+                        self._not_ready.add(key)
                     problems[-1] += "; the chip may not be ready (hccn_tool waits up to 300 s for it)"
                 return answered, 0, problems
             values, problem = _answer(command, result)
+            del result  # parsed: this answer's text goes before the next command's comes
             if problem == "unsupported":
                 self._unsupported.add(command)
                 continue
             if problem is not None:
                 problems.append("{} (phy {}) {}: {}".format(subject, phy, command, problem))
                 if problem.startswith("not ready"):
+                    with self._lock:
+                        self._not_ready.add(key)
                     return answered, 0, problems
                 continue
             answered += 1
             with self._lock:
+                self._not_ready.discard(key)
                 fields = self._values.setdefault(key, {})
                 for name, value in (values or {}).items():
                     fields[name] = (tier, started, value)
         return answered, 0, problems
 
-    def _set(self, tier: str, status: SourceStatus) -> None:
-        with self._lock:
-            self._status[tier] = status
-
-    def _last_success(self, tier: str) -> Optional[float]:
-        with self._lock:
-            status = self._status.get(tier)
-        return None if status is None else status.last_success
-
     # -- reading ---------------------------------------------------------------------------------------
 
     def statuses(self, now: float) -> Dict[str, SourceStatus]:
-        with self._lock:
-            statuses = dict(self._status)
-        return {tier: judge_status(status, now, allowed_age(self.max_age, self.interval(tier)))
-                for tier, status in statuses.items() if self.interval(tier) > 0}
+        return {tier: status for tier, status in self.recorder.statuses(now).items() if self.interval(tier) > 0}
 
     def networks(self, now: float, chips: Sequence[ChipSample]) -> Dict[ChipKey, Optional[Dict[str, Any]]]:
         """Each chip's network object with the values still fresh; None on chips without a port."""
         with self._lock:
             values = {key: dict(fields) for key, fields in self._values.items()}
             phys = dict(self._phy)
+            not_ready = set(self._not_ready)
         result: Dict[ChipKey, Optional[Dict[str, Any]]] = {}
         for chip in chips:
             if not has_ports(chip.name):
                 result[chip.key] = None
                 continue
-            network = dict(EMPTY, phy_id=phys.get(chip.key))
+            network = dict(EMPTY, phy_id=phys.get(chip.key), not_ready=chip.key in not_ready)
             for name, (tier, when, value) in values.get(chip.key, {}).items():
                 if now - when <= allowed_age(self.max_age, self.interval(tier)):
                     network[name] = value
@@ -340,10 +354,14 @@ def build(context: SourceContext) -> Optional[HccnSource]:
     settings: NetworkConfig = context.config.network
     if not settings.enabled:
         return None
-    simulated = context.target.simulated and settings.hccn_tool == DEFAULT_HCCN_TOOL
-    program = list(SIM_ARGV) if simulated else [settings.hccn_tool]
-    return HccnSource(settings, program, context.npu_smi, context.config.max_age_seconds, context.clock,
-                      check_program=not simulated)
+    # The target's own tool stands in for the default one (a simulated host's is a Python module, not a file);
+    # a configured hccn_tool is the user's choice.
+    own_tool = context.target.hccn_tool_argv if settings.hccn_tool == DEFAULT_HCCN_TOOL else None
+    program = list(own_tool) if own_tool else [settings.hccn_tool]
+    config = context.config
+    wait_grace = WAIT_GRACE_TABLE_POLLS * max(config.poll.table_seconds, config.npu_smi_timeout_seconds)
+    return HccnSource(settings, program, context.npu_smi, config.max_age_seconds, context.clock,
+                      check_program=not own_tool, wait_grace=wait_grace)
 
 
 SPEC = SourceSpec(NAME, build, section=Section("network", NetworkConfig, network_config_problems),

@@ -237,10 +237,12 @@ class HostReader:
         except OSError as exc:
             reader.errors.append("{}: cannot stat: {}".format(path, exc.strerror or exc))
             return DeviceFile(path=host_path, exists=False, accessible=False)
+        as_root = os.geteuid() == 0
         return DeviceFile(
             path=host_path,
             exists=True,
-            accessible=os.access(path, os.R_OK | os.W_OK),
+            accessible=_open_to_others(info) if as_root else os.access(path, os.R_OK | os.W_OK),
+            by_mode=as_root,
             mode=stat.filemode(info.st_mode),
             owner=_name_or_id(lambda uid: pwd.getpwuid(uid).pw_name, info.st_uid),
             group=_name_or_id(lambda gid: grp.getgrgid(gid).gr_name, info.st_gid),
@@ -259,3 +261,11 @@ class HostReader:
         values = [reader.parsed(os.path.join(device_dir, name), parser, required=False)
                   for name, parser in zip(PCI_LINK_FILES, parsers)]
         return PcieLink(*values)
+
+
+def _open_to_others(info: os.stat_result) -> bool:
+    """Whether a user other than root can read and write the file, by its mode: the workloads (HwHiAiUser, a
+    container's user) and a non-root npumon need the group's or others' rw bits, or to own it with rw."""
+    mode = info.st_mode
+    return (mode & 0o060 == 0o060 or mode & 0o006 == 0o006
+            or (mode & 0o600 == 0o600 and info.st_uid != 0))

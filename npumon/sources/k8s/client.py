@@ -7,6 +7,7 @@ mounts its directory rather than the file. Both calls share one deadline; nothin
 """
 
 import os
+import re
 import stat
 import time
 from dataclasses import dataclass
@@ -15,7 +16,21 @@ from typing import List, Optional, Tuple
 from .devices import PodDevices, is_ascend_resource
 
 GRPC_MISSING = "grpcio not installed (pip install 'npumon[k8s]')"
-MAX_MESSAGE_BYTES = 16 * 1024 * 1024  # as the Ascend device plugin's client
+CAP_KEY = "kubernetes.max_message_bytes"
+# grpc's words for an answer over max_receive_message_length: "Received message larger than max (N vs. M)"
+_OVER_CAP = re.compile(r"larger than max \((\d+) vs\. (\d+)\)")
+
+
+def grpc_thread_bound() -> int:
+    """The most threads grpc starts for one exchange, all native (a unary call starts no Python thread): its
+    event engine's workers, as many as the host's configured CPUs but at least 4 and at most 16 (grpcio has no
+    option or variable that changes it), its timer, its lifeguard, and the one that shuts grpc down when the
+    poll's channel is closed. They end with the poll: the channel is the process's only one."""
+    try:
+        cpus = os.sysconf("SC_NPROCESSORS_CONF")  # what grpc counts: configured, not only online, CPUs
+    except (ValueError, OSError):
+        cpus = os.cpu_count() or 1
+    return min(max(cpus, 4), 16) + 3
 
 
 class PodResourcesError(Exception):
@@ -60,26 +75,28 @@ def socket_problem(path: str) -> Optional[str]:
     return None
 
 
-def ask_kubelet(path: str, timeout_seconds: float) -> KubeletAnswer:
-    """List (and GetAllocatableResources, with the time left) within timeout_seconds; raises PodResourcesError."""
-    grpc, pb, pb_grpc = _modules()
+def ask_kubelet(path: str, timeout_seconds: float, max_message_bytes: int) -> KubeletAnswer:
+    """List (and GetAllocatableResources, with the time left) within timeout_seconds, each answer at most
+    max_message_bytes; raises PodResourcesError."""
+    grpc, pb, _ = _modules()
     problem = socket_problem(path)
     if problem is not None:
         raise PodResourcesError(problem)
     deadline = time.monotonic() + timeout_seconds
     channel = grpc.insecure_channel("unix://" + path, options=[
-        ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES), ("grpc.enable_retries", 0)])
+        ("grpc.max_receive_message_length", max_message_bytes), ("grpc.enable_retries", 0)])
     try:
-        stub = pb_grpc.PodResourcesListerStub(channel)
         try:
-            listed = stub.List(pb.ListPodResourcesRequest(), timeout=timeout_seconds)
+            listed = _call(channel, "List", pb.ListPodResourcesRequest(), pb.ListPodResourcesResponse,
+                           timeout_seconds)
         except grpc.RpcError as exc:
-            raise PodResourcesError("List: " + _describe(grpc, exc, timeout_seconds)) from None
+            raise PodResourcesError("List: " + _describe(grpc, exc, timeout_seconds, max_message_bytes)) from None
         allocatable, allocatable_problem = None, None
         left = deadline - time.monotonic()
         if left > 0:
             try:
-                answer = stub.GetAllocatableResources(pb.AllocatableResourcesRequest(), timeout=left)
+                answer = _call(channel, "GetAllocatableResources", pb.AllocatableResourcesRequest(),
+                               pb.AllocatableResourcesResponse, left)
                 allocatable = _ascend_devices(answer.devices)
                 if not any(ids for _, ids in allocatable):  # no Ascend device plugin: unknown, not "all unhealthy"
                     allocatable = None
@@ -87,13 +104,31 @@ def ask_kubelet(path: str, timeout_seconds: float) -> KubeletAnswer:
                                            "plugin running?)")
             except grpc.RpcError as exc:
                 if exc.code() != grpc.StatusCode.UNIMPLEMENTED:  # kubelets before 1.21 (or with the gate off)
-                    allocatable_problem = "GetAllocatableResources: " + _describe(grpc, exc, left)
+                    allocatable_problem = "GetAllocatableResources: " + _describe(grpc, exc, left,
+                                                                                  max_message_bytes)
+            except PodResourcesError as exc:
+                allocatable_problem = str(exc)
         else:
             allocatable_problem = "GetAllocatableResources: no time left after List"
     finally:
         channel.close()
     return KubeletAnswer(containers=_containers(listed), pods=len(listed.pod_resources), allocatable=allocatable,
                          allocatable_problem=allocatable_problem)
+
+
+def _call(channel, method: str, request, answer_type, timeout_seconds: float):
+    """One call of the pod-resources service, its answer decoded here rather than by grpc: grpc logs an
+    answer it cannot decode at ERROR with a traceback, on every poll, where one line in the source's status
+    says it all. Raises grpc.RpcError, or PodResourcesError for an answer that is not `answer_type`."""
+    from google.protobuf.message import DecodeError  # noqa: PLC0415 - present with grpcio (_modules)
+
+    call = channel.unary_unary("/v1.PodResourcesLister/" + method, request_serializer=type(request).SerializeToString)
+    raw = call(request, timeout=timeout_seconds)  # bytes: no response_deserializer
+    try:
+        return answer_type.FromString(raw)
+    except DecodeError as exc:
+        raise PodResourcesError("{}: the kubelet's answer ({} bytes) cannot be decoded: {}".format(
+            method, len(raw), exc)) from None
 
 
 def _ascend_devices(devices) -> Tuple[Tuple[str, Tuple[str, ...]], ...]:
@@ -111,11 +146,15 @@ def _containers(listed) -> Tuple[PodDevices, ...]:
     return tuple(found)
 
 
-def _describe(grpc, exc, timeout_seconds: float) -> str:
+def _describe(grpc, exc, timeout_seconds: float, max_message_bytes: int) -> str:
     code = exc.code()
     if code == grpc.StatusCode.DEADLINE_EXCEEDED:
         return "no answer within {:g}s".format(timeout_seconds)
     details = " ".join(str(exc.details() or "").split())[:160]
+    over = _OVER_CAP.search(details) if code == grpc.StatusCode.RESOURCE_EXHAUSTED else None
+    if over is not None:
+        return "the kubelet's answer of {} bytes is over the {} byte cap: raise {} if the node has that many " \
+               "pods".format(over.group(1), max_message_bytes, CAP_KEY)
     if code == grpc.StatusCode.UNAVAILABLE:
         return "kubelet not answering on the socket ({})".format(details or "unavailable")
     return "{} {}".format(code.name if code is not None else "error", details).strip()

@@ -5,6 +5,8 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
 DEFAULT_SOCKET = "/var/lib/kubelet/pod-resources/kubelet.sock"
+DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024
+MAX_MESSAGE_BYTES_LIMIT = 64 * 1024 * 1024  # past this one answer would take a large part of the unit's 256M
 SERVICE_ACCOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
 
 
@@ -17,6 +19,9 @@ class KubernetesConfig:
     socket: str = DEFAULT_SOCKET
     interval_seconds: float = 30.0  # pods change at human pace; the kubelet allows 100 calls/s over all clients
     timeout_seconds: float = 5.0  # one poll's deadline: List and GetAllocatableResources together
+    # the largest pod-resources answer read (a pod with one container takes some 100-200 bytes of it); a bigger
+    # one fails, naming this key. Held while it is read, decoded and parsed: it must fit the unit's MemoryMax.
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
     # read each NPU process's container from /proc/<pid>/cgroup (needs the host's PID namespace: hostPID)
     process_containers: bool = True
     # correct the kubelet's device ids with the Ascend device plugin's pod annotations (huawei.com/AscendReal,
@@ -38,6 +43,9 @@ def kubernetes_config_problems(config: KubernetesConfig) -> List[Tuple[str, str]
         problems.append(("kubernetes.timeout_seconds", "must be greater than 0"))
     elif config.timeout_seconds >= config.interval_seconds:
         problems.append(("kubernetes.timeout_seconds", "must be less than kubernetes.interval_seconds"))
+    if not 0 < config.max_message_bytes <= MAX_MESSAGE_BYTES_LIMIT:
+        problems.append(("kubernetes.max_message_bytes", "must be greater than 0 and at most {} (64 MiB)".format(
+            MAX_MESSAGE_BYTES_LIMIT)))
     if config.api_server is not None and not config.api_server.startswith(("http://", "https://")):
         problems.append(("kubernetes.api_server", "expected an https:// URL, e.g. https://10.96.0.1:443"))
     if not config.node_name:

@@ -58,7 +58,7 @@ class KubernetesSource(SingleTierSource[PodMap]):
 
     def __init__(self, config: KubernetesConfig, proc_root: str, max_age: float,
                  clock: Callable[[], float] = time.time, timeout_seconds: Optional[float] = None,
-                 ask: Callable[[str, float], KubeletAnswer] = ask_kubelet):
+                 ask: Callable[[str, float, int], KubeletAnswer] = ask_kubelet):
         super().__init__(config.interval_seconds, max_age, clock)
         self.config = config
         self.proc_root = proc_root
@@ -73,7 +73,7 @@ class KubernetesSource(SingleTierSource[PodMap]):
     def read(self, chips: Sequence[ChipSample]) -> PodMap:
         began = time.monotonic()
         try:
-            answer = self._ask(self.config.socket, self.timeout_seconds)
+            answer = self._ask(self.config.socket, self.timeout_seconds, self.config.max_message_bytes)
         except PodResourcesError as exc:
             raise SourceError(str(exc)) from None
         problems = []

@@ -9,7 +9,9 @@ file (state.py), so a restart neither forgets nor repeats a fault.
 
 Each entry also counts its lines (suppressed ones too) in REPEAT_BUCKETS buckets over the last
 `repeat_window` seconds, so the escalation rules (`driver-fault-repeating`) can ask how often one fault
-class came back lately, in bounded memory whatever the window.
+class came back lately, in bounded memory whatever the window; and the times of its last MAX_TIMES lines (on
+the log's own clock, or when the daemon read a line without one: records.line_time), so that the same fault
+on several chips of one job within seconds can be told apart (jobs.py).
 """
 
 from dataclasses import asdict, dataclass, field, fields
@@ -20,6 +22,7 @@ from ...faults.patterns import LineFault
 MAX_LINE_CHARS = 300  # of a fault's last line, as facts and events show it
 RATE_WINDOW_SECONDS = 60.0
 REPEAT_BUCKETS = 120  # a repeat window of a day counts in 12-minute buckets
+MAX_TIMES = 8  # line times kept per entry: enough to see one burst, bounded in a storm
 
 Key = Tuple[str, str]  # (where: "device:N" / "bus:ADDR" / "host", fault class)
 
@@ -42,6 +45,12 @@ class Entry:
     window_start: float
     window_count: int
     recent: List[List[float]] = field(default_factory=list)  # [bucket start, lines], oldest first
+    times: List[float] = field(default_factory=list)  # of the last MAX_TIMES lines, oldest first
+
+    def add_time(self, line_time: Optional[float]) -> None:
+        if line_time is not None:  # a line of unknown time cannot be placed beside another
+            self.times.append(line_time)
+            del self.times[:-MAX_TIMES]
 
     def count_recent(self, line_time: float, width: float) -> None:
         start = line_time - line_time % width
@@ -74,8 +83,9 @@ class FaultBook:
         self.entries: Dict[Key, Entry] = {}
         self.suppressed_total = 0  # lines counted but not kept (rate limit, full book)
 
-    def add(self, fault: LineFault, line: str, now: float) -> bool:
-        """Count one line; False when it was suppressed (rate limit or a full book)."""
+    def add(self, fault: LineFault, line: str, now: float, line_time: Optional[float] = None) -> bool:
+        """Count one line (logged at `line_time` on the log's own clock, None: not known); False when it was
+        suppressed (rate limit or a full book)."""
         key = (where(fault), fault.fault_class)
         entry = self.entries.get(key)
         if entry is None:
@@ -86,9 +96,11 @@ class FaultBook:
                                       fault.summary, fault.device, fault.bus, fault.code, 1, 0, now, now,
                                       line[:MAX_LINE_CHARS], now, 1)
             self.entries[key].count_recent(now, self.repeat_window / REPEAT_BUCKETS)
+            self.entries[key].add_time(line_time)
             return True
         entry.count += 1
         entry.count_recent(now, self.repeat_window / REPEAT_BUCKETS)
+        entry.add_time(line_time)
         entry.last_seen = now
         if now - entry.window_start >= RATE_WINDOW_SECONDS:
             entry.window_start, entry.window_count = now, 0
@@ -123,6 +135,8 @@ class FaultBook:
         gone = [key for key, entry in self.entries.items() if entry.kind != "hardware"]
         for key in gone:
             del self.entries[key]
+        for entry in self.entries.values():
+            entry.times = []  # the kernel's clock started again
         return len(gone)
 
     def to_json(self) -> List[Dict[str, Any]]:
@@ -132,9 +146,10 @@ class FaultBook:
         """Entries a previous run saved; malformed ones are skipped."""
         names = {f.name for f in fields(Entry)}
         for item in data if isinstance(data, list) else ():
-            if isinstance(item, dict) and "recent" not in item:
-                item = dict(item, recent=[])  # saved before the repeat counts existed
-            if not isinstance(item, dict) or set(item) != names or not _buckets(item["recent"]):
+            if isinstance(item, dict):  # saved before the repeat counts or the line times existed
+                item = dict({"recent": [], "times": []}, **item)
+            if not isinstance(item, dict) or set(item) != names or not _buckets(item["recent"]) \
+                    or not _times(item["times"]):
                 continue
             try:
                 entry = Entry(**item)
@@ -144,6 +159,10 @@ class FaultBook:
                 continue
             if len(self.entries) < self.max_entries:
                 self.entries[key] = entry
+
+
+def _times(times: Any) -> bool:
+    return isinstance(times, list) and len(times) <= MAX_TIMES and all(isinstance(t, (int, float)) for t in times)
 
 
 def _buckets(recent: Any) -> bool:

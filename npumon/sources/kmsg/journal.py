@@ -12,6 +12,7 @@ __MONOTONIC_TIMESTAMP and, for a message about a device, _KERNEL_DEVICE (`+pci:0
 import json
 from typing import Any, Dict, List, Optional, Tuple
 
+from ..lines import iter_lines
 from .reader import ReadError
 from .records import MAX_MESSAGE_CHARS, Record
 
@@ -28,7 +29,7 @@ def journal_argv(cursor: Optional[str], limit: int) -> List[str]:
 def parse_journal_json(text: str) -> Tuple[List[Record], Optional[str], int]:
     """journalctl -o json output -> (records, the last cursor, lines that were not a journal entry)."""
     records, cursor, bad = [], None, 0
-    for line in text.splitlines():
+    for line in iter_lines(text):  # one at a time: up to 64 MiB of JSON, of which a record keeps its message
         if not line.strip():
             continue
         try:

@@ -113,7 +113,11 @@ class LogFile:
                 more = bool(handle.readline(1))
         except OSError as exc:
             raise ReadError("{}: {}".format(self.path, exc.strerror or exc)) from None
-        text = b"".join(lines).decode("utf-8", "replace")
+        # Up to MAX_FILE_BYTES_PER_READ: each copy goes as the next is made (lines, bytes, text), at most two at once.
+        data = b"".join(lines)
+        del lines[:]
+        text = data.decode("utf-8", "replace")
+        del data
         return list(split_file_records(text)), status.st_ino, offset + consumed, more
 
     def close(self) -> None:

@@ -22,7 +22,13 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
+from ..lines import splitlines_at_most
+from ..runner import CommandResult
 from .common import NpuSmiParseError, head_and_tail, is_null, mib_to_bytes, percent_to_ratio, to_float, to_int
+
+# No real key/value answer comes near this (a whole card's `-t board` is some 50 lines); more is not an
+# answer, and is refused before it is split into lines and fields (some 9 times its size).
+MAX_LINES = 4096
 
 # ---------------------------------------------------------------------------------------------------
 # Error messages
@@ -86,6 +92,16 @@ _CONTINUATION_LINE = re.compile(r"^\s*:(?:\s+(?P<value>.*?))?\s*$")
 _COMMAND_LINE = re.compile(r"^\s*(?:.*?[$#]\s*)?(?:\S*/)?npu-smi(?:\s.*)?$")
 
 
+def npu_smi_problem(result: CommandResult) -> Optional[str]:
+    """What went wrong with an npu-smi call, from its result alone, or None."""
+    if result.timed_out or result.error:
+        return result.describe_failure()
+    known = classify_error(result.output)
+    if known is not None:
+        return known.message
+    return None
+
+
 @dataclass
 class _Field:
     key: str
@@ -108,6 +124,13 @@ def _reject_error_text(text: str, what: str) -> None:
         raise NpuSmiParseError("{}: npu-smi printed an error instead of data: {}".format(what, error.message))
 
 
+def _split(text: str, what: str) -> List[str]:
+    lines = splitlines_at_most(text, MAX_LINES)
+    if lines is None:
+        raise NpuSmiParseError("{}: more than {} lines: more than any npu-smi answer".format(what, MAX_LINES))
+    return lines
+
+
 def _read_groups(text: str, what: str) -> List[List[_Field]]:
     """The `key : value` lines of `text`, in groups that blank lines separate.
 
@@ -115,7 +138,7 @@ def _read_groups(text: str, what: str) -> List[List[_Field]]:
     `-t health` prints its list of error information strings.
     """
     _reject_error_text(text, what)
-    lines = text.splitlines()
+    lines = _split(text, what)
     start = _first_output_line(lines)
     groups: List[List[_Field]] = [[]]
     after_blank = False
@@ -529,7 +552,7 @@ def parse_mapping(text: str) -> List[MappedChip]:
     """`npu-smi info -m`: every chip of every NPU with its logical / physical ids, MCU rows included."""
     what = "npu-smi info -m"
     _reject_error_text(text, what)
-    lines = text.splitlines()
+    lines = _split(text, what)
     start = _first_output_line(lines)
     if start == len(lines):
         raise NpuSmiParseError("{}: no output".format(what))

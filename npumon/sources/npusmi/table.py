@@ -16,7 +16,9 @@ npu-smi itself never prints a half row.
 
 With `skip_bad_rows` (the daemon reading a live answer), a malformed chip is left out instead and named
 in `MainTable.problems`: one bad row loses one chip, not the host. Chips are separated by border lines,
-so reading starts again at the next one.
+so reading starts again at the next one. Such a chip is still on the host, only unreadable: its bus id, where
+its rows still show one, is kept in `MainTable.unreadable_chips`, so that the chip count does not take it for
+a chip gone from the table.
 """
 
 import dataclasses
@@ -38,6 +40,7 @@ _NO_PROCESSES_TEXT = "No running processes found in NPU"
 _NO_PROCESSES = re.compile(r"\|\s*" + _NO_PROCESSES_TEXT + r"\b")
 _BUS_ID_SOURCE = r"[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]"
 _BUS_ID = re.compile(_BUS_ID_SOURCE + r"\Z")
+_BUS_ID_ANYWHERE = re.compile(r"(?<![\w:.])" + _BUS_ID_SOURCE + r"(?![\w:.])")
 
 # Value patterns for the row regexes; a capturing group per field read.
 _ONE = r"([^\s|]+)"
@@ -148,6 +151,8 @@ class MainTable:
     processes: Tuple[TableProcess, ...]
     warnings: Tuple[str, ...]  # lines npu-smi printed starting with "[WARNING]"
     problems: Tuple[str, ...] = ()  # with skip_bad_rows: why each chip or process row left out was left out
+    # with skip_bad_rows: one entry per chip left out, the bus id its rows still show (None where they show none)
+    unreadable_chips: Tuple[Optional[str], ...] = ()
 
 
 def parse_info(text: str, skip_bad_rows: bool = False) -> MainTable:
@@ -167,9 +172,10 @@ def parse_info(text: str, skip_bad_rows: bool = False) -> MainTable:
         raise NpuSmiParseError("no npu-smi main table in the output: {}".format(_quote(lines)))
     row1, row2 = _chip_layouts(lines, header_at)
     problems: Optional[List[str]] = [] if skip_bad_rows else None
+    unreadable: List[Optional[str]] = []
     chips, process_header_at, processes = _read_fast(lines, header_at + 2)
     if chips is None:
-        chips, process_header_at = _read_chips(lines, header_at + 2, row1, row2, problems)
+        chips, process_header_at = _read_chips(lines, header_at + 2, row1, row2, problems, unreadable)
     if processes is None:
         processes = [] if process_header_at is None else _read_processes(lines, process_header_at, problems)
     tool_version, driver_version = _title_versions(lines[:header_at])
@@ -180,6 +186,7 @@ def parse_info(text: str, skip_bad_rows: bool = False) -> MainTable:
         processes=tuple(processes),
         warnings=_warnings(text, lines),
         problems=tuple(problems or ()),
+        unreadable_chips=tuple(unreadable),
     )
 
 
@@ -511,20 +518,26 @@ def _clean_title_versions(text: str, end: int) -> Tuple[Optional[str], Optional[
 
 
 def _read_chips(lines: List[str], start: int, row1: _RowLayout, row2: _RowLayout,
-                problems: Optional[List[str]] = None) -> Tuple[List[TableChip], Optional[int]]:
+                problems: Optional[List[str]] = None,
+                unreadable: Optional[List[Optional[str]]] = None) -> Tuple[List[TableChip], Optional[int]]:
     """The chips from line `start` on, and the index of the process-table header if there is one. With a
-    `problems` list a malformed chip is left out and its problem appended; without one it raises."""
+    `problems` list a malformed chip is left out and its problem appended (and to `unreadable`, the bus id
+    its rows show); without one it raises."""
     chips = []
     fields = row1.fields + row2.fields
     first_row: Optional[List[object]] = None  # a chip's first row, waiting for its second
     first_line = ""
+    first_index = start
     skipping = False  # inside a malformed chip: its lines are passed over up to the next border
 
-    def bad(problem: str, line: str) -> None:
+    def bad(problem: str, line: str, index: int) -> None:
         nonlocal first_row, skipping
         if problems is None:
             raise NpuSmiParseError(problem)
+        chip_start = first_index if first_row is not None else index
         problems.append(_chip_problem(problem, first_line if first_row is not None else line))
+        if unreadable is not None:
+            unreadable.append(_bus_id_in_rows(lines, chip_start))
         first_row, skipping = None, True
 
     for index in range(start, len(lines)):
@@ -537,7 +550,7 @@ def _read_chips(lines: List[str], start: int, row1: _RowLayout, row2: _RowLayout
             try:
                 values = (row1 if first_row is None else row2).read(line)
             except NpuSmiParseError as error:
-                bad(str(error), line)
+                bad(str(error), line, index)
                 continue
             if values is None:
                 if "Process id" in line:
@@ -545,29 +558,41 @@ def _read_chips(lines: List[str], start: int, row1: _RowLayout, row2: _RowLayout
                 if _is_cut(lines, index) and problems is None:
                     first_row = None  # truncated: drop this chip, keep the complete ones before it
                     continue
-                bad("npu-smi main table row does not fit its header: {}".format(_shown(line)), line)
+                bad("npu-smi main table row does not fit its header: {}".format(_shown(line)), line, index)
                 continue
             if first_row is None:
-                first_row, first_line = values, line
+                first_row, first_line, first_index = values, line, index
                 continue
             try:
                 chips.append(_chip(fields, first_row + values, line))
             except NpuSmiParseError as error:
-                bad(str(error), line)
+                bad(str(error), line, index)
                 continue
             first_row = None
         elif line.startswith("+"):
             if first_row is not None:
-                bad("npu-smi main table: a chip has no second row before {}".format(_shown(line)), line)
+                bad("npu-smi main table: a chip has no second row before {}".format(_shown(line)), line, index)
             skipping = False
         else:
             if first_row is not None and problems is not None:
                 bad("npu-smi main table: a chip's second row is missing, {} in its place".format(_shown(line)),
-                    line)
+                    line, index)
             first_row = None  # plain text (elision, excerpt gap) replaced this chip's second row
     if first_row is not None and problems is not None:
-        bad("npu-smi main table: the output ends after a chip's first row", first_line)
+        bad("npu-smi main table: the output ends after a chip's first row", first_line, first_index)
     return chips, None
+
+
+def _bus_id_in_rows(lines: List[str], start: int) -> Optional[str]:
+    """The bus id in a chip's rows (its two table lines from `start`), or None where they show none: what
+    still tells which chip an unreadable row is."""
+    for line in lines[start:start + 2]:
+        if not line.startswith("|"):
+            break
+        match = _BUS_ID_ANYWHERE.search(line)
+        if match is not None:
+            return match.group(0)
+    return None
 
 
 def _chip_problem(problem: str, first_line: str) -> str:

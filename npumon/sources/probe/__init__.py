@@ -8,6 +8,9 @@ hard deadline, and the daemon kills the child's process group when it passes.
     launch.py      the child's argv and environment (where pyACL and the CANN libraries are)
     child.py       the child's entry point; stages.py times its stages
     acl_probe.py   the pyACL sequence; torch_probe.py the torch_npu variant; compare.py checks data
+    compute.py     the compute step: a known-answer Add on the AI Core by the path the install offers
+    opmodel.py     single operators without a user model: the ATC build and its cache, the aclop fallback (also
+                   npumon diag's)
     outcome.py     the child's output -> ProbeOutcome (parent side)
     aclcodes.py    the ACL error codes that matter for liveness: name, meaning, what to do
     samples.py     ProbeOutcome -> the ProbeSample a chip carries in the Snapshot

@@ -11,12 +11,20 @@ sections 1 and 2):
     memcpy       a known pattern host -> device -> host, compared byte for byte
     synchronize  acl.rt.synchronize_stream_with_timeout(stream, ms)
     model        (when configured) load a small .om, execute it on a given input, compare the output
-    cleanup      datasets, model, descriptor, buffers, stream, context, reset_device, finalize
+    compute_prepare, compute
+                 (unless turned off) a known-answer Add on the AI Core, by the path the installed CANN offers
+                 (compute.py); where none works the report says "compute unavailable: <why>" and the probe goes on
+    cleanup      datasets, model, descriptor, buffers, stream, context, reset_device, and finalize after the
+                 last chip
+
+One child may probe several chips in turn (child.py): acl.init runs once per process (reference section 1:
+"only once in a process"), in the first chip's probe, and a Session carries the runtime to the chips after it;
+their reports show that one init's time, or its failure. acl.finalize ends the last chip's cleanup.
 
 Functions that act return `ret`; functions that produce a value return `(value, ret)`; 0 is success.
 """
 
-from . import runtime_facts
+from . import compute, opmodel, runtime_facts
 from .compare import byte_mismatch, copy_pattern, value_mismatch
 from .protocol import DEVICE_ABNORMAL, WRONG_DATA, WRONG_RESULT
 from .stages import StageFailed, Unavailable
@@ -31,12 +39,30 @@ ACL_HBM_MEM = 1
 ACL_RT_DEVICE_STATUS_NORMAL = 0
 
 
+class Session:
+    """The process's one ACL runtime, shared by the chips it probes in turn."""
+
+    def __init__(self):
+        self.acl = None  # the module, once acl.init succeeded
+        self.open = False  # acl.init succeeded and acl.finalize has not run
+        self.init_seconds = None
+        self.failure = None  # the StageFailed or Unavailable the init ended with: every chip's answer
+        self.runtime = {}  # the runtime-wide facts learnt at init (runtime_facts.runtime_facts)
+
+
+def close(session):
+    """Finalize a runtime the last chip's cleanup did not (the child stopped before its last chip)."""
+    if session.open:
+        session.open = False
+        session.acl.finalize()
+
+
 class _Held:
     """What the probe has acquired so far, so that cleanup releases exactly that."""
 
     def __init__(self):
         self.acl = None
-        self.initialized = False
+        self.initialized = False  # the runtime is up: cleanup runs
         self.device = None
         self.context = None
         self.stream = None
@@ -47,21 +73,23 @@ class _Held:
         self.datasets = []
 
 
-def run(options, stages, runtime=None):
+def run(options, stages, runtime=None, session=None, last=True):
     """Probe device `options.device`; returns extra facts for the report. Raises StageFailed when the device
     fails a stage and Unavailable when the probe cannot run; cleanup runs either way. `runtime`: a dict that
     receives the runtime's own facts (runtime_facts.py) as they are learnt, also when a later stage fails;
-    None asks none of them."""
+    None asks none of them. `session`: the runtime an earlier chip of this process opened (None: a new one);
+    `last`: this chip's cleanup also finalizes the runtime."""
+    session = session if session is not None else Session()
     model_data = _read_model_files(options) if options.model else None
     held = _Held()
     succeeded, problem = False, None
     try:
-        facts = _probe(options, stages, held, model_data, runtime)
+        facts = _probe(options, stages, held, model_data, runtime, session)
         succeeded = True
     finally:
         if held.initialized:
             with stages.stage("cleanup"):
-                problem = _release(held)
+                problem = _release(held, session if last else None)
     # A failed cleanup only matters when nothing failed before it (the first failure is the news).
     if succeeded and problem is not None:
         call, code = problem
@@ -69,16 +97,14 @@ def run(options, stages, runtime=None):
     return facts
 
 
-def _probe(options, stages, held, model_data, runtime):
+def _probe(options, stages, held, model_data, runtime, session):
     device = options.device
-    with stages.stage("init"):
-        acl = _import_acl()
-        ret = acl.init()
-        if ret not in (ACL_SUCCESS, ACL_ERROR_REPEAT_INITIALIZE):  # repeated init: the runtime is up anyway
-            raise StageFailed("acl.init returned {}".format(ret), code=ret)
-        held.acl, held.initialized = acl, True
-        if runtime is not None:  # before set_device: a device the runtime cannot open still has these
-            runtime.update(runtime_facts.runtime_facts(acl))
+    acl = _open(stages, session)
+    held.acl, held.initialized = acl, True
+    if runtime is not None:  # before set_device: a device the runtime cannot open still has these
+        if not session.runtime:
+            session.runtime = runtime_facts.runtime_facts(acl)
+        runtime.update(session.runtime)
     facts = {"soc_name": acl.get_soc_name() if hasattr(acl, "get_soc_name") else None}
     with stages.stage("set_device"):
         _check(acl.rt.set_device(device), "acl.rt.set_device")
@@ -110,7 +136,51 @@ def _probe(options, stages, held, model_data, runtime):
     if model_data is not None:
         with stages.stage("model"):
             _run_model(acl, held, options, model_data)
+    if options.compute:  # after the model: it sets the process's AI Core timeout for its own kernel
+        facts.update(_compute(acl, held, options, stages, facts["soc_name"]))
     return facts
+
+
+def _open(stages, session):
+    """The runtime: acl.init in the "init" stage of the process's first chip; the chips after it show that
+    stage's time, or fail as it did."""
+    if session.failure is not None:
+        stages.shared("init", session.init_seconds)
+        failure = session.failure
+        if isinstance(failure, StageFailed):
+            raise StageFailed(str(failure), code=failure.code, reason=failure.reason)
+        raise Unavailable(str(failure))
+    if session.open:
+        stages.shared("init", session.init_seconds)
+        return session.acl
+    try:
+        with stages.stage("init"):
+            acl = _import_acl()
+            ret = acl.init()
+            if ret not in (ACL_SUCCESS, ACL_ERROR_REPEAT_INITIALIZE):  # repeated init: the runtime is up anyway
+                raise StageFailed("acl.init returned {}".format(ret), code=ret)
+    except (StageFailed, Unavailable) as exc:
+        session.failure = exc
+        raise
+    finally:
+        session.init_seconds = stages.seconds.get("init")
+    session.acl, session.open = acl, True
+    return acl
+
+
+def _compute(acl, held, options, stages, soc_name):
+    """The compute step's report entries: the path it took and what it did, or why it could not run."""
+    with stages.stage("compute_prepare"):
+        try:
+            plan = compute.prepare(acl, soc_name, opmodel.runtime_version(acl), options.op_settings)
+        except compute.ComputeUnavailable as exc:
+            return {"compute": None, "message": "compute unavailable: {}".format(exc)}
+    with stages.stage("compute"):
+        try:
+            result = compute.execute(acl, held.stream, plan, options.sync_timeout_ms)
+        except compute.ComputeUnavailable as exc:
+            return {"compute": None, "message": "compute unavailable: {}".format(exc)}
+    return {"compute": result.path, "message": "compute: {}".format(result.detail)}
 
 
 def _import_acl():
@@ -216,8 +286,9 @@ def _dataset(acl, held, pointer, size):
     return dataset
 
 
-def _release(held):
-    """Release what `held` lists in the documented order; returns the first (call, code) that failed."""
+def _release(held, session):
+    """Release what `held` lists in the documented order, and with `session` finalize the runtime; returns the
+    first (call, code) that failed."""
     acl = held.acl
     failures = []
 
@@ -244,5 +315,7 @@ def _release(held):
         call("acl.rt.destroy_context", acl.rt.destroy_context, held.context)
     if held.device is not None:
         call("acl.rt.reset_device", acl.rt.reset_device, held.device)
-    call("acl.finalize", acl.finalize)
+    if session is not None and session.open:
+        session.open = False
+        call("acl.finalize", acl.finalize)
     return failures[0] if failures else None

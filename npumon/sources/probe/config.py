@@ -5,6 +5,7 @@
       interval_seconds: 300          # each chip is probed this often (plus up to jitter_seconds)
       skip_busy_above_ratio: 0.8     # AI Core above this: not now (null: probe busy chips too)
       kind: acl                      # or torch (a matmul with torch_npu)
+      compute: true                  # acl: a known-answer Add on the AI Core in every probe (compute.py)
       model: {path: /opt/probe/add.om, input_file: in.bin, expected_output_file: out.bin}
 
 Paths of the Ascend install default to the usual layout under the config's ascend_dir
@@ -37,9 +38,10 @@ class ProbeConfig:
     enabled: bool = True
     interval_seconds: float = 300.0
     jitter_seconds: float = 30.0  # a random 0..jitter is added to each chip's next due time
-    timeout_seconds: float = 30.0  # hard deadline of one chip's probe process
+    timeout_seconds: float = 30.0  # hard deadline of one chip's probe (the probe process's watchdog)
     round_timeout_seconds: float = 60.0  # one round (all due chips; all chips in `npumon check`)
-    max_concurrent: int = 2  # probe processes at a time
+    # probe processes at a time: a round's due chips are split into this many groups, one process each
+    max_concurrent: int = 2
     skip_busy_above_ratio: Optional[float] = 0.8  # AI Core ratio; null probes busy chips too
     kind: str = "acl"  # acl | torch
     python: Optional[str] = None  # interpreter for the probe (pyACL is built per Python); default: npumon's
@@ -50,11 +52,23 @@ class ProbeConfig:
     copy_bytes: int = 65536
     sync_timeout_ms: int = 5000
     model: Optional[ProbeModelConfig] = None
+    compute: bool = True  # acl: an Add on the AI Core, by the path the installed CANN offers
+    # ATC's one build of the Add model per SoC and CANN version; at most half of timeout_seconds
+    compute_build_timeout_seconds: float = 15.0
+    atc_path: Optional[str] = None  # default: <toolkit>/compiler/bin/atc; also builds npumon diag's MatMul
+    # for aclopCompileAndExecute, and where the aclnn libraries are (beside it); default: <toolkit>/lib64/libascendcl.so
+    acl_library: Optional[str] = None
     matmul_size: int = 64  # torch
     matmul_tolerance: float = 0.01  # torch: rtol and atol
     baseline_runs: int = 20  # warm successful probes in each chip's latency baseline
     # acl: the probe also asks the runtime what it sees of the device (count, SoC, versions, memory, utilisation)
     runtime_facts: bool = True
+
+
+def build_timeout_seconds(probe: ProbeConfig) -> float:
+    """How long the compute step's ATC build may take: the setting, capped at half the probe's deadline so that
+    the probe still finishes after a build."""
+    return min(probe.compute_build_timeout_seconds, probe.timeout_seconds / 2)
 
 
 def probe_config_problems(probe: ProbeConfig) -> List[Tuple[str, str]]:
@@ -83,6 +97,7 @@ def probe_config_problems(probe: ProbeConfig) -> List[Tuple[str, str]]:
     check(probe.sync_timeout_ms >= 1, "sync_timeout_ms", "must be at least 1")
     check(probe.sync_timeout_ms < probe.timeout_seconds * 1000, "sync_timeout_ms",
           "must be shorter than probe.timeout_seconds, so that a stuck stream is reported by the runtime (507046)")
+    check(probe.compute_build_timeout_seconds > 0, "compute_build_timeout_seconds", "must be greater than 0")
     check(1 <= probe.matmul_size <= 4096, "matmul_size", "must be from 1 to 4096")
     check(probe.matmul_tolerance > 0, "matmul_tolerance", "must be greater than 0")
     check(probe.baseline_runs >= MIN_BASELINE_RUNS, "baseline_runs", "must be at least {}".format(MIN_BASELINE_RUNS))

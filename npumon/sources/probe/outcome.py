@@ -4,15 +4,20 @@ A child that was killed at the deadline or died without a report still says some
 it wrote on stderr tell which stage it was in and how long the stages before took. A child that never
 started a stage (it could not start, or Python failed before the probe began) is a problem of the probe's
 setup, not of the chip: ProbeLaunchError.
+
+A child probes one chip or several in turn (read_outcomes): the chips with a report line have their outcome,
+the chip whose probe was under way when the child ended fails in the stage it was in (timeout, when its
+watchdog or the deadline ended the child; crash otherwise), and the chips it never reached have none (they
+were not probed). A child of one chip that prints no device line (an older one) reads the same way.
 """
 
 import json
 import signal
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Sequence
 
 from ..runner import CommandResult
-from .protocol import CRASH, FAILED, SCHEMA, STAGE_DONE, STAGE_START, STATES, TIMEOUT
+from .protocol import CRASH, DEVICE_START, FAILED, SCHEMA, STAGE_DONE, STAGE_START, STATES, TIMEOUT, WATCHDOG_LINE
 from .runtime_facts import ERROR as ERROR_FACT, FACT_NAMES, OK as OK_FACT, UNSUPPORTED as UNSUPPORTED_FACT
 
 FACT_STATUSES = (OK_FACT, UNSUPPORTED_FACT, ERROR_FACT)
@@ -37,55 +42,93 @@ class ProbeOutcome:
     runtime: Dict[str, Dict[str, Any]] = field(default_factory=dict)
 
 
-def read_outcome(result: CommandResult) -> ProbeOutcome:
+@dataclass
+class _Section:
+    """The stderr lines of one chip's probe (device None: before the first device line)."""
+
+    device: Optional[int]
+    finished: Dict[str, float] = field(default_factory=dict)
+    current: Optional[str] = None
+    watchdog: bool = False
+
+
+def read_outcomes(result: CommandResult, devices: Sequence[int], device_timeout: float) -> Dict[int, ProbeOutcome]:
+    """Outcome per device of a child asked to probe `devices` in turn, for those it probed (see the module's
+    text). `device_timeout`: the child's --device-timeout, for the words of a watchdog's timeout."""
     if result.error:  # could not start, or no free slot
         raise ProbeLaunchError(result.error)
-    finished, current = stage_progress(result.stderr)
-    if result.timed_out:
-        if current is None:
-            raise ProbeLaunchError("the probe process started no stage within {:.1f} s".format(result.duration_seconds))
-        return ProbeOutcome(FAILED, finished, failed_stage=current, reason=TIMEOUT,
-                            message="no answer within {:.1f} s in stage {}: the probe's process group was killed"
-                            .format(result.duration_seconds, current))
-    report = _report_line(result.stdout)
-    if report is None:
-        exit_text = _exit_text(result.returncode)
+    sections = _sections(result.stderr)
+    outcomes: Dict[int, ProbeOutcome] = {}
+    for report in _report_lines(result.stdout):
+        device = report.get("device")
+        if isinstance(device, int) and device in devices and device not in outcomes:
+            outcomes[device] = _outcome(report)
+    if not outcomes and not any(section.current for section in sections):
+        if result.returncode == 0 and len(sections) == 1:  # it started no chip: none could end by --not-after
+            return outcomes
+        if result.timed_out:
+            raise ProbeLaunchError("the probe process started no stage within {:.1f} s".format(
+                result.duration_seconds))
         last_line = _last_line(result.stderr)
-        if current is None:
-            raise ProbeLaunchError("the probe process {} before its first stage{}".format(
-                exit_text, ": " + last_line if last_line else ""))
-        return ProbeOutcome(FAILED, finished, failed_stage=current, reason=CRASH,
-                            message="the probe process {} in stage {} without a report".format(exit_text, current))
-    return _outcome(report)
+        raise ProbeLaunchError("the probe process {} before its first stage{}".format(
+            _exit_text(result.returncode), ": " + last_line if last_line else ""))
+    last = sections[-1]
+    device = last.device if last.device is not None or len(devices) != 1 else devices[0]
+    if last.current is not None and device in devices and device not in outcomes:
+        if result.timed_out:
+            message = "no answer within {:.1f} s in stage {}: the probe's process group was killed".format(
+                result.duration_seconds, last.current)
+        elif last.watchdog:
+            message = "no answer within {:g} s in stage {}: the probe's watchdog ended its process".format(
+                device_timeout, last.current)
+        else:
+            outcomes[device] = ProbeOutcome(FAILED, last.finished, failed_stage=last.current, reason=CRASH,
+                                            message="the probe process {} in stage {} without a report".format(
+                                                _exit_text(result.returncode), last.current))
+            return outcomes
+        outcomes[device] = ProbeOutcome(FAILED, last.finished, failed_stage=last.current, reason=TIMEOUT,
+                                        message=message)
+    return outcomes
 
 
-def stage_progress(stderr: str) -> Tuple[Dict[str, float], Optional[str]]:
-    """(seconds of each finished stage, the stage started last) from the child's stage lines."""
-    finished: Dict[str, float] = {}
-    current = None
+def _sections(stderr: str) -> List[_Section]:
+    sections = [_Section(None)]
     for line in stderr.splitlines():
-        if line.startswith(STAGE_START):
-            current = line[len(STAGE_START):].strip() or None
-        elif line.startswith(STAGE_DONE):
-            name, _, seconds = line[len(STAGE_DONE):].rpartition(" ")
+        if line.startswith(DEVICE_START):
             try:
-                finished[name] = float(seconds)
+                sections.append(_Section(int(line[len(DEVICE_START):])))
             except ValueError:
                 continue
-    return finished, current
+        elif line.startswith(WATCHDOG_LINE):
+            sections[-1].watchdog = True
+        else:
+            _stage_line(line, sections[-1])
+    return sections
 
 
-def _report_line(stdout: str) -> Optional[Dict[str, Any]]:
-    # The runtime may log on stdout too (ASCEND_SLOG_PRINT_TO_STDOUT=1): the report is the last JSON line.
-    for line in reversed(stdout.splitlines()):
+def _stage_line(line: str, section: _Section) -> None:
+    if line.startswith(STAGE_START):
+        section.current = line[len(STAGE_START):].strip() or None
+    elif line.startswith(STAGE_DONE):
+        name, _, seconds = line[len(STAGE_DONE):].rpartition(" ")
+        try:
+            section.finished[name] = float(seconds)
+        except ValueError:
+            pass
+
+
+def _report_lines(stdout: str) -> List[Dict[str, Any]]:
+    """The report lines among whatever else the runtime printed, in order."""
+    reports = []
+    for line in stdout.splitlines():
         if line.startswith("{"):
             try:
                 data = json.loads(line)
             except ValueError:
                 continue
             if isinstance(data, dict) and data.get("schema") == SCHEMA:
-                return data
-    return None
+                reports.append(data)
+    return reports
 
 
 def _outcome(report: Dict[str, Any]) -> ProbeOutcome:

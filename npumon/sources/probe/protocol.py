@@ -8,6 +8,12 @@ SCHEMA = "npumon.probe/v1"
 #     npumon-probe: done memcpy 0.000713
 STAGE_START = "npumon-probe: start "
 STAGE_DONE = "npumon-probe: done "
+# A child that probes several chips in turn says which one the stage lines after it belong to:
+#     npumon-probe: device 3
+DEVICE_START = "npumon-probe: device "
+# The first line faulthandler.dump_traceback_later writes when the child's per-chip watchdog ends it
+# ("Timeout (0:00:30)!"): the chip in progress did not answer within probe.timeout_seconds.
+WATCHDOG_LINE = "Timeout ("
 
 # The child's verdicts: the device passed, the device failed, or the probe could not judge the device.
 OK = "ok"

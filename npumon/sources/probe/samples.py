@@ -25,6 +25,7 @@ ACTIONS = {
                      "workloads and reset the chip.",
 }
 GENERIC_ACTION = "Check the chip's health and dmesg, and probe again."
+COMPUTE_STAGE = "compute"  # acl_probe.py's stage that runs the Add on the AI Core
 
 
 def probe_sample(outcome: ProbeOutcome, started: float, kind: str, device_id: int, first_run: bool,
@@ -71,6 +72,10 @@ def _detail(outcome: ProbeOutcome, code: Optional[int]) -> Optional[str]:
 def _action(outcome: ProbeOutcome, code: Optional[int]) -> Optional[str]:
     if outcome.state != FAILED:
         return None
+    # In the compute step, after the copies and an empty stream passed, "not finished in time" is the AI Core's.
+    if outcome.failed_stage == COMPUTE_STAGE and (code in aclcodes.TIMEOUT_CODES
+                                                  or (code is None and outcome.reason == TIMEOUT)):
+        return aclcodes.AICORE_HANG_ACTION
     if code is not None:
         return aclcodes.describe(code).action
     return ACTIONS.get(outcome.reason or "", GENERIC_ACTION)

@@ -4,8 +4,14 @@ Scheduling: the tier wakes every TICK_SECONDS (or every interval, if that is sho
 that are due. Every chip is due at the first wake-up (in `npumon check`, that is the one pass); after a
 probe, a chip is next due interval_seconds plus a random 0..jitter_seconds later, so the chips drift apart
 instead of being probed in lockstep. A chip whose AI Core is above skip_busy_above_ratio is skipped and
-stays due: it is probed at the first wake-up that finds it quieter. At most max_concurrent probes run at a
-time, and a round starts no probe that could not finish within round_timeout_seconds.
+stays due: it is probed at the first wake-up that finds it quieter.
+
+A round's due chips are split into at most max_concurrent groups, and each group is probed by one child
+process that probes its chips in turn (child.py): one Python start and one acl.init per group, not per chip.
+Each chip still has its own deadline, timeout_seconds (the child's watchdog), and no chip starts whose
+deadline would pass the round's (round_timeout_seconds). The chip a child was probing when it ended (its
+watchdog, a crash, the kill at the round's deadline) fails with a timeout or crash in that stage; the chips
+after it were not probed and stay due, for the next wake-up.
 
 The probe opens a chip by its logical device id: ChipSample.device_id where the main table prints it
 (310P, 310B), else the "Chip Logic ID" of `npu-smi info -m` (910B, A3), read once and re-read when a chip
@@ -18,7 +24,6 @@ chip's first probe since the source started, and only warm successful probes fee
 """
 
 import collections
-import concurrent.futures
 import dataclasses
 import logging
 import os
@@ -29,14 +34,15 @@ from typing import Callable, Deque, Dict, List, Optional, Sequence, Tuple
 
 from ...model import ChipSample, ProbeSample, Snapshot, SourceStatus
 from ...outputs.families import Families, MetricSpec
-from ..base import AnyConfig, Facts, Parts, Section, SourceContext, SourceSpec, Tier, is_fresh, judge_status
+from ..base import (AnyConfig, Facts, Outcome, Parts, PollRecorder, Section, SourceContext, SourceSpec, Tier,
+                    is_fresh)
 from .config import ProbeConfig, probe_config_problems
 from ..npusmi import kv as npusmi_kv
 from ..npusmi.common import NpuSmiParseError
 from ..runner import CommandResult, CommandRunner
 from .launch import child_command
-from .outcome import ProbeLaunchError, read_outcome
-from .protocol import FAILED, OK, UNAVAILABLE
+from .outcome import ProbeLaunchError, ProbeOutcome, read_outcomes
+from .protocol import CRASH, FAILED, OK, TIMEOUT, UNAVAILABLE
 from . import runtime_view
 from .samples import probe_sample
 from ..target import Target
@@ -46,6 +52,8 @@ log = logging.getLogger(__name__)
 SOURCE_NAME = "probe"
 TICK_SECONDS = 15.0
 SKIPPED = "skipped"
+# How long past the round's deadline a child may run before it is killed: its own watchdog ends it first.
+KILL_GRACE_SECONDS = 2.0
 
 ChipKey = Tuple[int, int]
 RunCommand = Callable[[Sequence[str], Optional[float]], CommandResult]
@@ -78,18 +86,15 @@ class ProbeSource:
         """`run_child(args, timeout)` and `run_npu_smi(args, timeout)` run the probe child and npu-smi; tests
         pass their own. `npu_smi`: the daemon's one npu-smi runner (its own otherwise)."""
         settings = config.probe
-        simulated_acl_dir = None
-        if target.simulated:
-            from ...sim.pyacl import SIMULATED_ACL_DIR
-
-            # The simulation runs the same child against the simulated pyACL: no real model, no torch.
-            simulated_acl_dir = SIMULATED_ACL_DIR
+        if target.acl_dir is not None:
+            # The same child runs against the target's own pyACL (the simulator's): no real model, no torch.
             settings = dataclasses.replace(settings, kind="acl", model=None)
         self.settings = settings
         self._clock = clock
         self._rng = rng or random.Random()
-        argv, env = child_command(settings, config.ascend_dir, os.environ, simulated_acl_dir)
-        env.update(target.env or {})  # the simulation's state directory
+        argv, env = child_command(settings, config.ascend_dir, os.environ, config.state_dir, target.acl_dir,
+                                  target.atc_argv)
+        env.update(target.env or {})  # the target's (a simulation's state directory)
         self._child_runner = CommandRunner(argv, settings.timeout_seconds, settings.max_concurrent, env=env)
         self._npu_smi_runner = npu_smi or CommandRunner(target.npu_smi_argv, config.npu_smi_timeout_seconds, 1,
                                                         env=target.env, spawn=target.spawn)
@@ -99,10 +104,10 @@ class ProbeSource:
         self._lock = threading.RLock()
         self._chips: Dict[ChipKey, _ChipState] = {}
         self._logical_ids: Dict[ChipKey, int] = {}
-        self._status = SourceStatus(ok=False, error="not polled yet")
         self._closing = threading.Event()
         self.fresh_seconds = max(config.max_age_seconds, 2 * (settings.interval_seconds + settings.jitter_seconds)
                                  + settings.round_timeout_seconds)
+        self.recorder = PollRecorder(SOURCE_NAME, lambda tier: self.fresh_seconds, clock)
 
     # -- the source contract (sources/base.py) -----------------------------------------------------------
 
@@ -133,8 +138,10 @@ class ProbeSource:
         return dataclasses.replace(parts, chips=tuple(chips))
 
     def probe_due(self, chips: Sequence[ChipSample]) -> None:
-        """One round: probe the chips that are due."""
-        started = self._clock()
+        """One round, timed and recorded: probe the chips that are due."""
+        self.recorder.execute(SOURCE_NAME, lambda started: self._round(chips, started))
+
+    def _round(self, chips: Sequence[ChipSample], started: float) -> Outcome:
         deadline = time.monotonic() + self.settings.round_timeout_seconds
         with self._lock:
             due = [chip for chip in chips if self._state(chip.key).next_due <= started]
@@ -155,47 +162,60 @@ class ProbeSource:
             else:
                 self._skip(chip, started, why_unknown, problem=True,
                            retry_at=started + self.settings.interval_seconds)
-        unavailable: List[str] = []  # shared by this round's probes
-        with concurrent.futures.ThreadPoolExecutor(max_workers=self.settings.max_concurrent) as pool:
-            for future in [pool.submit(self._probe, chip, device_id, deadline, unavailable, started)
-                           for chip, device_id in planned]:
-                future.result()
-        self._update_status(started, attempted=bool(due))
+        # On the probe runner's threads, one per probe slot (max_concurrent), kept between rounds.
+        self._child_runner.pool.map(lambda group: self._probe_group(group, deadline, started),
+                                    groups_of(planned, self.settings.max_concurrent))
+        return self._outcome()
 
     def status(self, now: float) -> SourceStatus:
-        with self._lock:
-            status = self._status
-        return judge_status(status, now, self.fresh_seconds)
+        return self.recorder.statuses(now, unpolled=[SOURCE_NAME])[SOURCE_NAME]
 
     def close(self) -> None:
         self._closing.set()
         self._child_runner.terminate_all()
 
-    # -- one chip --------------------------------------------------------------------------------------------
+    # -- one group of chips, one child ------------------------------------------------------------------
 
-    def _probe(self, chip: ChipSample, device_id: int, deadline: float, unavailable: List[str],
-               round_started: float) -> None:
+    def _probe_group(self, group: List[Tuple[ChipSample, int]], deadline: float, round_started: float) -> None:
+        """One child probes the group's chips in turn. A runtime missing for every chip alike costs that one
+        process: the child finds it once and reports it for each chip."""
         timeout = self.settings.timeout_seconds
         started = self._clock()
-        if time.monotonic() + timeout > deadline:  # stays due: the next wake-up probes it
-            self._skip(chip, started, "not probed: the round's {:g} s deadline would pass".format(
-                self.settings.round_timeout_seconds))
+        left = deadline - time.monotonic()
+        if left < timeout:  # stays due: the next wake-up probes them
+            for chip, _ in group:
+                self._skip(chip, started, "not probed: the round's {:g} s deadline would pass".format(
+                    self.settings.round_timeout_seconds))
             return
-        if unavailable:  # the runtime is missing for every chip alike: do not start a process per chip
-            self._record(chip, ProbeSample(state=UNAVAILABLE, time=started, kind=self.settings.kind,
-                                           device_id=device_id, detail=unavailable[0]), round_started)
-            return
-        result = self._run_child(["--device", str(device_id)], timeout)
-        if self._closing.is_set():  # killed because npumon stops: not the chip's failure
+        devices = [device_id for _, device_id in group]
+        args = [word for device_id in devices for word in ("--device", str(device_id))]
+        # The child starts no chip whose own deadline would pass the round's; the kill is for a child whose
+        # watchdog could not end it (a process stuck in the driver).
+        args += ["--device-timeout", repr(timeout), "--not-after", repr(deadline)]
+        result = self._run_child(args, left + KILL_GRACE_SECONDS)
+        if self._closing.is_set():  # killed because npumon stops: not the chips' failure
             return
         try:
-            outcome = read_outcome(result)
+            outcomes = read_outcomes(result, devices, timeout)
         except ProbeLaunchError as exc:
-            self._skip(chip, started, "the probe did not run: {}".format(exc), problem=True,
-                       retry_at=started + self.settings.interval_seconds)
+            for chip, _ in group:
+                self._skip(chip, started, "the probe did not run: {}".format(exc), problem=True,
+                           retry_at=started + self.settings.interval_seconds)
             return
-        if outcome.state == UNAVAILABLE:
-            unavailable.append(outcome.message or "the probe cannot run here")
+        ended = [device_id for device_id, outcome in outcomes.items() if outcome.reason in (TIMEOUT, CRASH)]
+        for chip, device_id in group:
+            outcome = outcomes.get(device_id)
+            if outcome is not None:
+                self._apply(chip, device_id, outcome, started, round_started)
+            elif ended:  # stays due: the next wake-up's child probes it
+                self._skip(chip, started, "not probed: the probe process ended in device {}'s probe".format(
+                    ended[0]))
+            else:
+                self._skip(chip, started, "not probed: the round's {:g} s deadline would pass".format(
+                    self.settings.round_timeout_seconds))
+
+    def _apply(self, chip: ChipSample, device_id: int, outcome: ProbeOutcome, started: float,
+               round_started: float) -> None:
         with self._lock:
             state = self._state(chip.key)
             sample = probe_sample(outcome, started, self.settings.kind, device_id, state.runs == 0,
@@ -276,27 +296,33 @@ class ProbeSource:
 
     # -- the source's own status -------------------------------------------------------------------------
 
-    def _update_status(self, started: float, attempted: bool) -> None:
+    def _outcome(self) -> Outcome:
         """The source is down while some chip could not be probed for a reason of the probe's own (a launch
-        failure, no logical id); "unsupported" while the runtime is unavailable; else up."""
-        duration = self._clock() - started
+        failure, no logical id); "unsupported" while the runtime is unavailable; else up (an idle wake-up too:
+        the chips' states are what they were, and the source still runs)."""
         with self._lock:
             problems = ["npu{}/chip{}: {}".format(npu, chip, state.problem)
                         for (npu, chip), state in sorted(self._chips.items()) if state.problem]
             unavailable = [state.result.detail for state in self._chips.values()
                            if state.result is not None and state.result.state == UNAVAILABLE]
-            previous = self._status
-            if not attempted and previous.ok:  # an idle wake-up: nothing changed, the source still runs
-                self._status = dataclasses.replace(previous, last_success=started)
-            elif problems:
-                self._status = SourceStatus(ok=False, error="; ".join(problems)[:1000], duration_seconds=duration,
-                                            last_success=previous.last_success)
-            elif unavailable:
-                # Not a failure: this host cannot run the probe (no runtime), like a query a product lacks.
-                self._status = SourceStatus(ok=False, unsupported=True, error="unavailable: {}".format(
-                    unavailable[0]), duration_seconds=duration, last_success=previous.last_success)
-            else:
-                self._status = SourceStatus(ok=True, duration_seconds=duration, last_success=started)
+        if problems:
+            return Outcome.failed("; ".join(problems)[:1000])
+        if unavailable:
+            # Not a failure: this host cannot run the probe (no runtime), like a query a product lacks.
+            return Outcome.failed("unavailable: {}".format(unavailable[0]), unsupported=True)
+        return Outcome()
+
+
+def groups_of(planned: List[Tuple[ChipSample, int]], count: int) -> List[List[Tuple[ChipSample, int]]]:
+    """The planned probes in at most `count` groups of nearly equal size, in their order: one child each."""
+    count = max(1, min(count, len(planned)))
+    size, extra = divmod(len(planned), count)
+    groups, start = [], 0
+    for index in range(count):
+        end = start + size + (1 if index < extra else 0)
+        groups.append(planned[start:end])
+        start = end
+    return [group for group in groups if group]
 
 
 def build(context: SourceContext) -> Optional[ProbeSource]:

@@ -46,6 +46,12 @@ class Stages:
             self.seconds[name] = round(elapsed, 6)
             self._say("{}{} {:.6f}".format(STAGE_DONE, name, elapsed))
 
+    def shared(self, name, seconds):
+        """A stage done once for several chips (the child's one acl.init): timed where it ran, recorded here
+        too, not announced again."""
+        self.current = name
+        self.seconds[name] = seconds
+
     def _say(self, line):
         self._progress.write(line + "\n")
         self._progress.flush()

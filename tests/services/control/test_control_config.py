@@ -3,7 +3,7 @@
 import pytest
 
 from npumon.config.errors import ConfigError
-from npumon.config.load import parse_config
+from npumon.settings import parse_config
 from npumon.services.control.settings import curve_problems
 
 

@@ -11,12 +11,12 @@ import psutil
 import pytest
 
 from daemon_harness import DaemonProcess, kill_leftovers, wait_until
-from npumon.sources.target import Target
-from npumon.config.load import parse_config
+from npumon.settings import parse_config
 from npumon.services.control import service as service_module
 from npumon.daemon.daemon import Daemon
 from npumon.sim.knobs import read_knobs
 from npumon.sim.simulation import prepare_simulation
+from npumon.sim.target import simulated_target
 
 CONFIG = """\
 state_dir: {state}
@@ -102,7 +102,7 @@ def test_a_crash_of_the_control_job_puts_the_fans_in_the_safe_state_and_stop_kee
     (tmp_path / "board.yaml").write_text(SCENARIO)
     sim = prepare_simulation(str(tmp_path / "sim"), str(tmp_path / "board.yaml"))
     config = parse_config(CONFIG.format(state=tmp_path / "state"))
-    daemon = Daemon(config, Target(sim.npu_smi_argv, sim.env, sim.root, simulated=True, spawn=sim.spawn),
+    daemon = Daemon(config, simulated_target(sim),
                     listen="127.0.0.1:0")
     daemon.start()
     try:

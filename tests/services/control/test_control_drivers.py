@@ -61,7 +61,9 @@ def test_set_outcomes_that_are_not_ok_are_failures_with_npu_smis_words():
 
 def sim_driver(tmp_path, product):
     sim = prepare_simulation(str(tmp_path), "healthy", product=product, time_scale=0)
-    return NpuSmiFanDriver(CommandRunner(sim.npu_smi_argv, 10, 1, env=sim.env), sim.npu_smi_argv, sim.env, 10)
+    # npu-smi answered in-process (sim.spawn): no interpreter start per pwm call
+    runner = CommandRunner(sim.npu_smi_argv, 10, 1, env=sim.env, spawn=sim.spawn)
+    return NpuSmiFanDriver(runner, sim.npu_smi_argv, sim.env, 10)
 
 
 def test_the_310b_board_is_probed_driven_read_back_and_handed_back_to_auto(tmp_path):

@@ -12,9 +12,10 @@ import time
 
 from prometheus_client import CollectorRegistry, generate_latest
 
+from npumon.sim.target import simulated_target
 from npumon.sources.collection import SourceSet
 from npumon.sources.target import Target
-from npumon.config.load import parse_config
+from npumon.settings import parse_config
 from npumon.services.control import service as service_module
 from npumon.sources.ambient import AmbientSource, mcu_temperatures
 from npumon.sources.base import Parts
@@ -26,6 +27,7 @@ from npumon.services.control.settings import AmbientConfig
 from npumon.model import ChipSample, HostSample, Snapshot, SourceStatus
 from npumon.sim.simulation import prepare_simulation
 from npumon.sources.runner import CommandRunner
+from service_context import open_context
 
 
 class Events:
@@ -285,23 +287,18 @@ def test_an_unavailable_driver_is_refused_once_and_probed_again_later():
 
 
 def test_the_daemon_gets_no_control_service_unless_enabled(tmp_path):
-    class Daemon:
-        target = Target(["npu-smi"], None, str(tmp_path))
+    def context(text):
+        config = parse_config("state_dir: {}\nevents: {{enabled: false}}\n{}".format(tmp_path, text))
+        sources = SourceSet(config, Target(["npu-smi"], None, str(tmp_path)))
+        return open_context(config, tmp_path, npu_smi=sources.npu_smi)
 
-        def __init__(self, text):
-            self.config = parse_config(text)
-            self.collection = SourceSet(self.config, self.target)
-
-        def record_event(self, *args):
-            pass
-
-    assert control_services(Daemon("")) == []
-    assert control_services(Daemon("control: {enabled: true, fan: {driver: none}}")) == []
-    daemon = Daemon("control: {enabled: true}")
-    (service,) = control_services(daemon)
-    assert service.name == "control" and service.driver.runner is daemon.collection.npu_smi  # the one npu-smi pool
+    assert control_services(context("")) == []
+    assert control_services(context("control: {enabled: true, fan: {driver: none}}")) == []
+    shared = context("control: {enabled: true}")
+    (service,) = control_services(shared)
+    assert service.name == "control" and service.driver.runner is shared.npu_smi  # the one npu-smi pool
     service.close()  # a reload restarts the services: the pool they share with the sources stays open
-    assert daemon.collection.npu_smi.run(["-v"]).error != "not run: npumon is shutting down"
+    assert shared.npu_smi.run(["-v"]).error != "not run: npumon is shutting down"
 
 
 # -- the simulated 310B board, end to end ----------------------------------------------------------------------
@@ -318,9 +315,11 @@ def sim_loop(tmp_path, chip, board, time_scale=0.0, extra=""):
     sim = prepare_simulation(str(tmp_path / "sim"), scenario(tmp_path, chip, board), time_scale=time_scale)
     config = parse_config("poll: {table_seconds: 1}\ncontrol:\n  enabled: true\n  watchdog: false\n"
                           "  ambient: {sensor: npu-smi}\n" + extra)
-    target = Target(sim.npu_smi_argv, sim.env, sim.root, simulated=True, spawn=sim.spawn)
+    target = simulated_target(sim)
     collection = SourceSet(config, target)
-    driver = NpuSmiFanDriver(CommandRunner(sim.npu_smi_argv, 10, 1, env=sim.env), sim.npu_smi_argv, sim.env, 10)
+    # npu-smi answered in-process (sim.spawn): no interpreter start per pwm call
+    runner = CommandRunner(sim.npu_smi_argv, 10, 1, env=sim.env, spawn=sim.spawn)
+    driver = NpuSmiFanDriver(runner, sim.npu_smi_argv, sim.env, 10)
     events = Events()
     service = ControlService(config.control, driver, events)
 
@@ -350,12 +349,13 @@ def test_on_the_310b_board_a_hot_board_sensor_raises_the_duty_to_the_ambient_min
 
 
 def test_the_loop_closes_the_chips_cool_as_the_duty_rises(tmp_path):
-    # a hot chip, scenario time at 40x: the 20 s cooling time constant passes in half a second
-    service, driver, poll_and_tick, events = sim_loop(tmp_path, chip=78, board=30, time_scale=40.0,
+    # a hot chip, scenario time at 400x: the 20 s cooling time constant passes in 0.05 s, and the 0.15 s wait is
+    # a scenario minute (longer on a loaded machine, which only cools the chip further)
+    service, driver, poll_and_tick, events = sim_loop(tmp_path, chip=78, board=30, time_scale=400.0,
                                                       extra="  fan: {min_hold_seconds: 0}\n")
     before = poll_and_tick()
     assert driver.read()[0].duty_percent == 85
-    time.sleep(1.5)
+    time.sleep(0.15)
     after = poll_and_tick()  # polls the cooler chip, then lowers the duty for it (no hold time here)
     cooled = before.chips[0].temperature_celsius - after.chips[0].temperature_celsius
     assert cooled >= 8  # 0.25 C per percent above the default 40%: about 11 C at 85%
@@ -366,7 +366,9 @@ def test_the_loop_closes_the_chips_cool_as_the_duty_rises(tmp_path):
 
 def test_a_910b_host_reports_fan_control_unavailable_with_the_reason(tmp_path):
     sim = prepare_simulation(str(tmp_path), "healthy", product="atlas-800i-a2", time_scale=0)
-    driver = NpuSmiFanDriver(CommandRunner(sim.npu_smi_argv, 10, 1, env=sim.env), sim.npu_smi_argv, sim.env, 10)
+    # npu-smi answered in-process (sim.spawn): no interpreter start per pwm call
+    runner = CommandRunner(sim.npu_smi_argv, 10, 1, env=sim.env, spawn=sim.spawn)
+    driver = NpuSmiFanDriver(runner, sim.npu_smi_argv, sim.env, 10)
     events = Events()
     service = ControlService(control_config(), driver, events)
     service.on_evaluation(snapshot(65.0, time.time()), [], [])

@@ -1,24 +1,19 @@
 """The event history in real `npumon run --simulate` daemons: it survives `kill -9`, a restart neither
-forgets a sticky finding nor logs the chips again, `npumon ack` (a real subprocess) clears it, and one
-finding is the same in /status, in npumon_finding_active and in `npumon events`."""
+forgets a sticky finding nor logs the chips again, `npumon ack` (run by the test, a process other than the
+daemon) clears it, and one finding is the same in /status, in npumon_finding_active and in `npumon events`.
+`npumon events` and `ack` go through the CLI's main() in the test's process (the `cli` fixture): the store
+is shared with the daemon's process all the same, without an interpreter start per call."""
 
 import json
-import os
 import re
-import shutil
 import signal
 import sqlite3
-import subprocess
-import sys
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from daemon_harness import DaemonProcess, wait_until
 from npumon.services.events.store import EventStore, events_path
-
-NPUMON = shutil.which("npumon", path=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
-pytestmark = pytest.mark.skipif(NPUMON is None, reason="the npumon command is not installed (pip install -e .)")
 
 # Fast tiers so that every poll that matters has run within a few seconds.
 CONFIG = """\
@@ -32,7 +27,7 @@ rule_files: [{rules}]
 FAST_RULES = """\
 rules:
   - id: cpu-bottleneck
-    for: 2s
+    for: 1s
 """
 TIMEOUT = 30.0  # generous: CI machines are sometimes slow; only a failure waits this long
 
@@ -64,14 +59,9 @@ class Daemon(DaemonProcess):
         self.proc.wait(10)
 
 
-def npumon(*args):
-    return subprocess.run([NPUMON] + list(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          universal_newlines=True, timeout=30)
-
-
-def events(config, *args):
-    """`npumon events --json` (a real subprocess, reading while the daemon writes)."""
-    result = npumon("events", "-c", config, "--json", *args)
+def events(cli, config, *args):
+    """`npumon events --json`, reading while the daemon's process writes."""
+    result = cli("events", "-c", config, "--json", *args)
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout)
 
@@ -114,7 +104,7 @@ def start_daemon(config):
         daemon.close()
 
 
-def test_history_survives_kill_9_and_a_sticky_finding_waits_for_ack(tmp_path, config, start_daemon):
+def test_history_survives_kill_9_and_a_sticky_finding_waits_for_ack(tmp_path, config, start_daemon, cli):
     # 1: a chip in Alarm with three error codes, another in Warning; then kill -9.
     first = start_daemon("health-alarm")
     wait_until(has(tmp_path, "finding_fired", "npu0/chip0", "health-alarm"), TIMEOUT,
@@ -124,12 +114,12 @@ def test_history_survives_kill_9_and_a_sticky_finding_waits_for_ack(tmp_path, co
     conn = sqlite3.connect(events_path(str(tmp_path / "state")))
     assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
     conn.close()
-    listed = npumon("events", "-c", config, "--npu", "0")
+    listed = cli("events", "-c", config, "--npu", "0")
     assert listed.returncode == 0
     assert re.search(r"chip_appeared +npu0/chip0 +info", listed.stdout)
     assert re.search(r"finding_fired +npu0/chip0 +critical +health-alarm: health Alarm",
                      listed.stdout)
-    assert {e["details"]["code"] for e in events(config, "--kind", "error_code_new", "--npu", "0")} == {
+    assert {e["details"]["code"] for e in events(cli, config, "--kind", "error_code_new", "--npu", "0")} == {
         "A4025021", "8C03A000", "8C084E00"}
 
     # 2: the same host, now healthy except for an uncorrectable ECC error on npu2 (sticky); kill -9 again.
@@ -138,7 +128,7 @@ def test_history_survives_kill_9_and_a_sticky_finding_waits_for_ack(tmp_path, co
                what="ecc-uncorrectable to be recorded")
     wait_until(has(tmp_path, "finding_resolved", "npu0/chip0", "health-alarm"), TIMEOUT, what="health-alarm to resolve")
     assert {(e["subject"], e["details"]["previous"], e["details"]["health"])
-            for e in events(config, "--kind", "health_changed")} == {
+            for e in events(cli, config, "--kind", "health_changed")} == {
         ("npu0/chip0", "Alarm", "OK"), ("npu1/chip0", "Warning", "OK")}
     second.kill_9()
 
@@ -147,11 +137,11 @@ def test_history_survives_kill_9_and_a_sticky_finding_waits_for_ack(tmp_path, co
     wait_until(lambda: third.status().get("chips"), TIMEOUT, what="the first poll")
     assert third.findings("ecc-uncorrectable") == {("ecc-uncorrectable", "npu2/chip0")}
     assert third.metric_findings("ecc-uncorrectable") == {("ecc-uncorrectable", "npu2/chip0")}
-    appeared = [e["subject"] for e in events(config, "--kind", "chip_appeared")]
+    appeared = [e["subject"] for e in events(cli, config, "--kind", "chip_appeared")]
     assert sorted(appeared) == ["npu{}/chip0".format(n) for n in range(8)]
-    assert len(events(config, "--kind", "finding_fired", "--npu", "2")) == 1
+    assert len(events(cli, config, "--kind", "finding_fired", "--npu", "2")) == 1
 
-    acked = npumon("ack", "-c", config, "ecc-uncorrectable", "npu2/chip0", "--note", "card replaced")
+    acked = cli("ack", "-c", config, "ecc-uncorrectable", "npu2/chip0", "--note", "card replaced")
     assert acked.returncode == 0 and acked.stdout.startswith("acknowledged ecc-uncorrectable on npu2/chip0"), acked
     wait_until(lambda: not third.findings("ecc-uncorrectable"), TIMEOUT, what="the acknowledgement to reach the daemon")
     resolved = wait_until(lambda: stored(tmp_path, kinds=["finding_resolved"], npu=2), TIMEOUT,
@@ -161,13 +151,13 @@ def test_history_survives_kill_9_and_a_sticky_finding_waits_for_ack(tmp_path, co
     assert third.proc.returncode == 0
 
 
-def test_cpu_bottleneck_is_the_same_in_status_metrics_and_events(tmp_path, config, start_daemon):
+def test_cpu_bottleneck_is_the_same_in_status_metrics_and_events(tmp_path, config, start_daemon, cli):
     daemon = start_daemon("cpu-bottleneck")
     in_status = wait_until(lambda: daemon.findings("cpu-bottleneck"), TIMEOUT, what="cpu-bottleneck in /status")
 
     def recorded():
         active = set()
-        for event in events(config, "--kind", "finding_fired", "--kind", "finding_resolved"):
+        for event in events(cli, config, "--kind", "finding_fired", "--kind", "finding_resolved"):
             key = (event["details"]["rule"], event["subject"])
             (active.add if event["kind"] == "finding_fired" else active.discard)(key)
         return {key for key in active if key[0] == "cpu-bottleneck"}

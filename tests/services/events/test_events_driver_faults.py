@@ -2,8 +2,6 @@
 raised once, no duplicates across a restart, sticky until `npumon ack`, and a reboot (a new boot id) clears
 the device faults a reboot fixes but not the hardware ones."""
 
-import subprocess
-import sys
 import time
 
 import pytest
@@ -148,7 +146,7 @@ faults: {{kmsg_path: {log}, interval_seconds: 0.5}}
 TIMEOUT = 30.0
 
 
-def test_a_real_daemon_raises_the_logs_faults_once_keeps_them_over_a_restart_and_ack_clears_them(tmp_path):
+def test_a_real_daemon_raises_the_logs_faults_once_keeps_them_over_a_restart_and_ack_clears_them(tmp_path, cli):
     log = tmp_path / "kern.log"
     log.write_text(LINES)
     config = tmp_path / "npumon.yaml"
@@ -179,8 +177,7 @@ def test_a_real_daemon_raises_the_logs_faults_once_keeps_them_over_a_restart_and
                           repair_action="reset_npu", level="RestartNPU") == 1
             assert sorted(fired()) == [DEVICE, HARDWARE]  # raised once, also after the restart
             if run == 1:
-                acked = subprocess.run([sys.executable, "-m", "npumon.cli.main", "ack", "-c", str(config),
-                                        *HARDWARE], capture_output=True, text=True, timeout=30)
+                acked = cli("ack", "-c", str(config), *HARDWARE)  # in this process; the daemon's is another
                 assert acked.returncode == 0, acked.stderr
                 wait_until(lambda: set(driver_findings(daemon)) == {DEVICE}, TIMEOUT, what="the ack to apply")
         finally:

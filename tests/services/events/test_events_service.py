@@ -16,6 +16,7 @@ from npumon.services.events.service import EventService, event_services
 from npumon.model import ChipSample, HostSample, Snapshot, SourceStatus
 from npumon.rules.engine import RuleEngine
 from npumon.rules.loader import load_rules
+from service_context import open_context, recorded
 
 RULES = """
 rules:
@@ -279,23 +280,20 @@ def test_a_history_that_can_be_opened_later_is_picked_up(tmp_path, rules_file, m
         host.stop()
 
 
-class FakeDaemon:
-    def __init__(self, config):
-        self.config = config
-        self.engine = RuleEngine([], {})
-        self.events = "unset"
-
-
 def test_event_services_follow_the_config(tmp_path):
-    from npumon.config.load import parse_config
+    from npumon.settings import parse_config
 
-    daemon = FakeDaemon(parse_config("state_dir: {}\nevents: {{enabled: false}}\n".format(tmp_path)))
-    assert event_services(daemon) == [] and daemon.events is None
-    daemon = FakeDaemon(parse_config("state_dir: {}\nevents: {{retention_days: 7}}\n".format(tmp_path)))
-    [service] = event_services(daemon)
+    context = open_context(parse_config("state_dir: {}\nevents: {{enabled: false}}\n".format(tmp_path)), tmp_path)
+    assert event_services(context) == [] and context.events is None
+    context.record_event("control_action", "host", "nothing keeps it")  # and nothing fails
+    context = open_context(parse_config("state_dir: {}\nevents: {{retention_days: 7}}\n".format(tmp_path)), tmp_path)
+    [service] = event_services(context)
     try:
-        assert daemon.events is service and service.path == str(tmp_path / "events.sqlite")
+        assert context.events is service and service.path == str(tmp_path / "events.sqlite")
         assert [job_id for job_id, _, _ in service.jobs()] == ["events-prune"]
+        context.record_event("control_action", "host", "set the fans")
+        context.record_event("no_such_kind", "host", "a bug in the caller costs this record only")
+        assert recorded(context) == [("control_action", "host")]
     finally:
         service.close()
 

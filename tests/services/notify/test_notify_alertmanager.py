@@ -1,5 +1,5 @@
 """A real Alertmanager (Debian's prometheus-alertmanager) on 127.0.0.1: the daemon, polling a simulated
-host whose chip goes into Alarm and recovers, pushes the firing and then the resolved alert; both are read
+host whose chip is in Alarm and recovers (the test switches the scenario once it has seen the alert), pushes the firing and then the resolved alert; both are read
 back through Alertmanager's own API, a silence applies, and Alertmanager's own routing notifies a webhook."""
 
 import os
@@ -10,14 +10,13 @@ import pytest
 import requests
 
 from daemon_harness import free_port, wait_until
-from npumon.sources.target import Target
-from npumon.config.load import parse_config
+from npumon.settings import parse_config
 from npumon.daemon.daemon import Daemon
-from npumon.sim import prepare_simulation
+from npumon.sim import prepare_simulation, set_scenario
+from npumon.sim.target import simulated_target
 from recording_server import RecordingServer
 
 ALERTMANAGER = shutil.which("prometheus-alertmanager") or "/usr/bin/prometheus-alertmanager"
-ALARM_SECONDS = 6  # scenario time the chip stays in Alarm
 
 pytestmark = [
     pytest.mark.integration,
@@ -26,14 +25,22 @@ pytestmark = [
 ]
 
 SCENARIO = """\
-description: chip 0 in Alarm for {alarm} s, then OK; chip 1 in Warning throughout
+description: chip 0 in Alarm; chip 1 in Warning throughout
 product: atlas-800i-a2
 chips:
   overrides:
     - devices: [0]
-      health: {{steps: [[0, Alarm], [{alarm}, OK]]}}
+      health: Alarm
       errors:
-        - {{code: "A4025021", information: ascend_monitor adda heart beat lost error}}
+        - {code: "A4025021", information: ascend_monitor adda heart beat lost error}
+    - devices: [1]
+      health: Warning
+"""
+RECOVERED = """\
+description: chip 0 OK again; chip 1 still in Warning
+product: atlas-800i-a2
+chips:
+  overrides:
     - devices: [1]
       health: Warning
 """
@@ -97,11 +104,12 @@ def alerts(base, **filters):
 
 
 def test_firing_then_resolved_through_alertmanager(tmp_path, alertmanager, recorder):
-    scenario = tmp_path / "alarm-then-ok.yaml"
-    scenario.write_text(SCENARIO.format(alarm=ALARM_SECONDS))
+    scenario, recovered = tmp_path / "alarm.yaml", tmp_path / "recovered.yaml"
+    scenario.write_text(SCENARIO)
+    recovered.write_text(RECOVERED)
     config = parse_config("""\
 state_dir: {state}
-poll: {{table_seconds: 1, usages_seconds: 0, power_seconds: 0, health_seconds: 0, ecc_seconds: 0,
+poll: {{table_seconds: 0.3, usages_seconds: 0, power_seconds: 0, health_seconds: 0, ecc_seconds: 0,
         board_seconds: 0}}
 notify:
   labels: {{cluster: test}}
@@ -117,7 +125,7 @@ notify:
     assert requests.post(alertmanager + "/api/v2/silences", json=silence, timeout=5).status_code == 200
 
     sim = prepare_simulation(str(tmp_path / "sim"), str(scenario))
-    daemon = Daemon(config, Target(sim.npu_smi_argv, sim.env, sim.root, simulated=True, spawn=sim.spawn),
+    daemon = Daemon(config, simulated_target(sim),
                     listen="127.0.0.1:0")
     daemon.start()
     try:
@@ -132,7 +140,8 @@ notify:
         assert warning["status"]["state"] == "suppressed" and warning["status"]["silencedBy"]
 
         # The chip recovers: the resolved push ends the alert in Alertmanager.
-        wait_until(lambda: "health-alarm" not in alerts(alertmanager), ALARM_SECONDS + 15, what="the resolved alert")
+        set_scenario(str(tmp_path / "sim"), str(recovered))
+        wait_until(lambda: "health-alarm" not in alerts(alertmanager), 15, what="the resolved alert")
         assert "health-warning" in alerts(alertmanager)  # still firing, still silenced
         metrics = requests.get("http://127.0.0.1:{}/metrics".format(daemon.web.port), timeout=5).text
         assert 'npumon_notifications_total{receiver="am",result="delivered"} 3.0' in metrics

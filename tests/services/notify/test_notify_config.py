@@ -6,7 +6,7 @@ import os
 import pytest
 
 from npumon.config.errors import ConfigError
-from npumon.config.load import load_config, parse_config
+from npumon.settings import load_config, parse_config
 from npumon.services.notify.config import ReceiverConfig
 from npumon.services.notify.receiver import effective_timing
 from npumon.services.notify.flavour import Timing

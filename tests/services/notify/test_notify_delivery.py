@@ -2,6 +2,7 @@
 clock, deliveries run inline: queueing, grouping, rate limits, retries, refusals, repeats, restarts and the
 outbox bound."""
 
+import dataclasses
 import itertools
 import json
 import logging
@@ -19,8 +20,9 @@ from npumon.services.notify.config import NotifyConfig, ReceiverConfig, RouteCon
 from npumon.services.notify.outbox import OUTBOX_FILE, Outbox
 from npumon.services.notify.receiver import Receiver
 from npumon.services.notify.routing import group_due, one_per_alert, receivers_for, route_matches
-from npumon.services.notify.service import NotifyService, notify_services
+from npumon.services.notify.service import IDLE_TICK_SECONDS, MIN_WAKE_SECONDS, NotifyService, notify_services
 from recording_server import RecordingServer, json_reply
+from service_context import close_context, open_context, recorded
 from test_notify_receivers import alert
 
 T0 = 1767225600.0
@@ -73,7 +75,10 @@ class Harness:
                      for index, config in enumerate(self.notify.receivers)}
         outbox = Outbox(str(self.tmp_path), self.notify.outbox_max_notifications)
         return NotifyService(self.notify, receivers, {}, outbox, self.rule_for, self.events, clock=self.clock,
-                             executor=InlineExecutor())
+                             executor=InlineExecutor(), **self.options())
+
+    def options(self):
+        return {}
 
     def restart(self):
         self.service.close()
@@ -405,6 +410,86 @@ def test_a_removed_receiver_loses_its_queue_with_a_count(harness, tmp_path, capl
     assert "dropped the 1 oldest notification(s) for 'old': the receiver is no longer configured" in caplog.text
 
 
+# ------------------------------------------------------------------------------------------ when the tick runs
+
+class Scheduled(Harness):
+    """The tick runs as the daemon runs it: every IDLE_TICK_SECONDS, or when the service asks for it sooner
+    (`wake`, the scheduler's run_soon), and at no other time."""
+
+    def options(self):
+        self.next_run = self.clock.now + IDLE_TICK_SECONDS  # the job's first run: after one interval
+        return {"wake": self._wake}
+
+    def _wake(self, seconds):
+        assert seconds >= MIN_WAKE_SECONDS
+        self.next_run = self.clock.now + seconds
+
+    def run(self, until):
+        """Run the ticks due until `until`; the seconds after T0 at which they ran."""
+        ticks = []
+        while self.next_run <= until:
+            self.clock.now = self.next_run
+            self.next_run = self.clock.now + IDLE_TICK_SECONDS  # the interval resumes after each run
+            self.service.tick()
+            ticks.append(round(self.clock.now - T0, 3))
+        self.clock.now = until
+        return ticks
+
+
+@pytest.fixture
+def scheduled(tmp_path):
+    yield from harnesses(tmp_path, Scheduled)
+
+
+def test_with_nothing_due_the_tick_runs_only_at_its_interval(scheduled):
+    with RecordingServer() as server:
+        h = scheduled(webhook(server))
+        h.evaluate()
+        assert h.run(T0 + 120) == [30, 60, 90, 120]  # not once a second
+        h.evaluate(finding(), at=T0 + 125)  # delivered at once, nothing left: no tick asked for
+        assert h.run(T0 + 179) == [150] and len(server.requests) == 1
+
+
+def test_a_retry_runs_when_its_backoff_ends_not_at_the_next_interval(scheduled):
+    answers = iter([503, 502, 200])
+    with RecordingServer(lambda request: (next(answers), {}, b"busy")) as server:
+        h = scheduled(webhook(server), retry_initial_seconds=2, retry_max_seconds=60)
+        h.evaluate(finding())
+        ticks = h.run(T0 + 10)
+        assert len(server.requests) == 3 and h.rows() == []
+    assert len(ticks) == 2 and 1 <= ticks[0] <= 2 and 2 <= ticks[1] - ticks[0] <= 4  # the two backoff steps
+
+
+def test_the_tick_runs_when_the_group_interval_or_the_rate_limit_lets_the_next_message_go(scheduled):
+    with RecordingServer(json_reply({"errcode": 0, "errmsg": "ok"})) as server:
+        chat = ReceiverConfig(name="chat", type="dingtalk", url=server.url("/robot/send?access_token=" + TOKEN),
+                              max_per_minute=2, group_interval_seconds=20)
+        h = scheduled(chat)
+        h.evaluate(finding(subject="npu0/chip0"))
+        h.evaluate(finding(subject="npu0/chip0"), finding(subject="npu1/chip0"), at=T0 + 5)
+        assert h.run(T0 + 25) == [20] and len(server.requests) == 2  # the group interval
+        h.evaluate(*[finding(subject="npu{}/chip0".format(n)) for n in range(3)], at=T0 + 45)
+        assert h.run(T0 + 70) == [60] and len(server.requests) == 3  # the rate limit: 2 a minute
+
+
+def test_the_tick_runs_when_a_repeat_falls_due(scheduled):
+    with RecordingServer() as server:
+        h = scheduled(webhook(server, repeat_seconds=12, group_interval_seconds=0))
+        h.evaluate(finding())
+        assert h.run(T0 + 40) == [12, 24, 36]
+        assert len(server.requests) == 4
+
+
+def test_after_a_restart_the_first_evaluation_asks_for_what_was_left(scheduled):
+    answers = iter([503, 200])
+    with RecordingServer(lambda request: (next(answers), {}, b"busy")) as server:
+        h = scheduled(webhook(server), retry_initial_seconds=20, retry_max_seconds=20)
+        h.evaluate(finding())
+        h.restart()  # the backoff was the old service's: the new one may send at once
+        h.evaluate(finding(), at=T0 + 3)
+        assert h.run(T0 + 10) == [4] and len(server.requests) == 2
+
+
 # ------------------------------------------------------------------------------------------ the bound
 
 def test_a_full_outbox_drops_the_oldest_logs_and_counts(harness, caplog):
@@ -442,42 +527,35 @@ def test_metrics_pass_promtool(harness):
 
 # ------------------------------------------------------------------------------------------ set-up problems
 
-class FakeDaemon:
-    def __init__(self, config):
-        self.config = config
-        self.events = Events()
-
-    def record_event(self, *args):
-        self.events(*args)
-
-
 def test_a_receiver_with_a_missing_secret_is_reported_and_its_notifications_wait(tmp_path, monkeypatch, caplog):
-    from npumon.config.load import parse_config
+    from npumon.settings import parse_config
 
     monkeypatch.delenv("NPUMON_TEST_MISSING", raising=False)
     config = parse_config("state_dir: {}\nnotify:\n  receivers:\n    - name: pd\n      type: pagerduty\n"
                           "      routing_key_env: NPUMON_TEST_MISSING\n".format(tmp_path), str(tmp_path / "c.yaml"))
-    daemon = FakeDaemon(config)
-    (service,) = notify_services(daemon)
+    context = open_context(config, tmp_path)
+    (service,) = notify_services(context)
     try:
         assert "environment variable NPUMON_TEST_MISSING is not set" in caplog.text
-        assert daemon.events.recorded[0][0] == "notification_failed"
+        assert recorded(context) == [("notification_failed", "receiver/pd")]
         service.on_evaluation(Snapshot(time=T0, host=HostSample(), chips=[], sources={}), [finding()], [])
         service.tick()
         assert not service.receiver_up("pd")
     finally:
         service.close()
+        close_context(context)
     assert Outbox(str(tmp_path), 10).backlog()["pd"].pending == 1
 
 
 def test_an_unusable_state_dir_keeps_notifications_on_in_memory_with_one_error(tmp_path, caplog):
-    from npumon.config.load import parse_config
+    from npumon.settings import parse_config
 
     blocker = tmp_path / "file"
     blocker.write_text("")
     config = parse_config("state_dir: {}\nnotify:\n  receivers:\n    - {{name: a, type: webhook, url: 'http://x'}}\n"
                           .format(blocker), "c.yaml")
-    (service,) = notify_services(FakeDaemon(config))  # notifications are not turned off for the run
+    config = dataclasses.replace(config, events=dataclasses.replace(config.events, enabled=False))  # its file too
+    (service,) = notify_services(open_context(config, tmp_path))  # notifications are not turned off for the run
     try:
         service.on_evaluation(Snapshot(time=T0, host=HostSample(), chips=[], sources={}), [finding()], [])
         problems = [record.getMessage() for record in caplog.records if record.levelno >= logging.WARNING]
@@ -495,6 +573,29 @@ def test_an_unusable_state_dir_keeps_notifications_on_in_memory_with_one_error(t
 
 
 def test_no_receivers_no_service(tmp_path):
-    from npumon.config.schema import Config
+    from npumon.settings import Config
 
-    assert notify_services(FakeDaemon(Config(state_dir=str(tmp_path)))) == []
+    context = open_context(Config(state_dir=str(tmp_path)), tmp_path)
+    assert notify_services(context) == []
+    close_context(context)
+
+
+def test_the_daemon_runs_the_tick_when_the_service_asks(tmp_path):
+    from npumon.settings import parse_config
+
+    asked = []
+    config = parse_config("state_dir: {}\nnotify:\n  receivers:\n    - {{name: a, type: webhook, "
+                          "url: 'http://127.0.0.1:9/'}}\n".format(tmp_path), "c.yaml")
+    context = dataclasses.replace(open_context(config, tmp_path),
+                                  run_soon=lambda job_id, seconds: asked.append((job_id, seconds)))
+    (service,) = notify_services(context)
+    try:
+        (job,) = service.jobs()
+        Outbox(str(tmp_path), 10).record([("a", alert())], [], T0)  # left by an earlier run, due now
+        service.close()
+        (service,) = notify_services(context)
+        service.on_evaluation(Snapshot(time=T0, host=HostSample(), chips=[], sources={}), [], [])
+        assert [(job_id, round(seconds)) for job_id, seconds in asked] == [(job[0], MIN_WAKE_SECONDS)]
+    finally:
+        service.close()
+        close_context(context)

@@ -16,11 +16,11 @@ from recording_server import RecordingServer
 
 CONFIG = """\
 state_dir: {state}
-poll: {{table_seconds: 1, usages_seconds: 0, power_seconds: 0, health_seconds: 0, ecc_seconds: 0,
+poll: {{table_seconds: 0.3, usages_seconds: 0, power_seconds: 0, health_seconds: 0, ecc_seconds: 0,
         board_seconds: 0}}
 notify:
   retry_initial_seconds: 0.2
-  retry_max_seconds: 1
+  retry_max_seconds: 0.5
   restart_grace_seconds: 0
   receivers:
     - name: hook
@@ -73,7 +73,7 @@ def test_nothing_is_lost_across_an_outage_and_a_kill_9(tmp_path):
                    20, what="the resolved notifications to be queued")
         with RecordingServer(port=port) as receiver:  # the receiver comes back
             wait_until(lambda: outbox_rows(tmp_path) == [], 20, what="the outbox to drain")
-            time.sleep(1.5)  # anything sent twice would arrive now
+            time.sleep(2 * 0.5)  # anything sent twice would arrive now: twice retry_max_seconds
             requests = list(receiver.requests)
     finally:
         second.send_signal(signal.SIGTERM)

@@ -1,16 +1,15 @@
 """A receiver that echoes the request -- its Authorization header, its URL, its body -- in an error answer
 must not put any secret into what npumon stores or prints: the daemon's log, the outbox file, the event
-history file, `npumon events` and `npumon notify test`. The daemon and both commands run as real
-processes against one echoing HTTP server on 127.0.0.1; every receiver type is configured, with basic
-auth in a URL, a bearer token, tokens in URL paths and queries, signing secrets and a routing key."""
+history file, `npumon events` and `npumon notify test`. The daemon runs as a real process, both commands
+through the CLI's main() in the test's process (output and exit code as the executable's, without an
+interpreter start), against one echoing HTTP server on 127.0.0.1; every receiver type is configured, with
+basic auth in a URL, a bearer token, tokens in URL paths and queries, signing secrets and a routing key."""
 
 import base64
 import glob
 import json
 import os
 import sqlite3
-import subprocess
-import sys
 from urllib.parse import parse_qs, quote, quote_plus, unquote
 
 from daemon_harness import DaemonProcess
@@ -89,9 +88,9 @@ def leaks(text, forms):
     return sorted(form for form in forms if form in text)
 
 
-def npumon(*args, env):
-    proc = subprocess.run([sys.executable, "-m", "npumon.cli.main", *args], capture_output=True, text=True,
-                          timeout=60, env=dict(os.environ, **env))
+def npumon(cli, *args, env):
+    """`npumon ARGS` through the CLI's main() in this process (no interpreter start); its exit code and output."""
+    proc = cli(*args, env=env)
     return proc.returncode, proc.stdout + proc.stderr
 
 
@@ -103,7 +102,7 @@ def file_bytes(pattern):
     return text
 
 
-def test_echoed_secrets_stay_out_of_the_log_the_outbox_the_history_and_both_commands(tmp_path):
+def test_echoed_secrets_stay_out_of_the_log_the_outbox_the_history_and_both_commands(tmp_path, cli):
     with RecordingServer(echo) as server:
         env = {name: value for name, value in SECRET_ENV.items() if value is not None}
         env["NPUMON_TEST_ECHO_DINGTALK_URL"] = server.url("/robot/send?access_token=" + DINGTALK_TOKEN)
@@ -117,7 +116,7 @@ def test_echoed_secrets_stay_out_of_the_log_the_outbox_the_history_and_both_comm
             daemon.stop()
         finally:
             daemon.close()
-        test_code, test_output = npumon("notify", "test", "--config", str(config), env=env)
+        test_code, test_output = npumon(cli, "notify", "test", "--config", str(config), env=env)
         forms = forbidden_forms(server)
     assert daemon.proc.returncode == 0, daemon.lines
     assert len(server.requests) >= len(RECEIVERS)
@@ -137,9 +136,9 @@ def test_echoed_secrets_stay_out_of_the_log_the_outbox_the_history_and_both_comm
     assert errors and all(len(error.encode("utf-8")) <= ERROR_TEXT_LIMIT_BYTES for error in errors), errors
     assert any(error.endswith("[...]") for error in errors)
 
-    code, events_text = npumon("events", "--config", str(config), "--kind", "notification_failed", env=env)
+    code, events_text = npumon(cli, "events", "--config", str(config), "--kind", "notification_failed", env=env)
     assert code == 0 and events_text.count("notification_failed") >= len(RECEIVERS), events_text
-    code, events_json = npumon("events", "--config", str(config), "--json", env=env)
+    code, events_json = npumon(cli, "events", "--config", str(config), "--json", env=env)
     assert code == 0
     assert leaks(events_text + events_json, forms) == []
     for event in json.loads(events_json):

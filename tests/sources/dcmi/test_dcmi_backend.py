@@ -8,9 +8,10 @@ import time
 import pytest
 
 from npumon.config.errors import ConfigError
-from npumon.config.load import parse_config
+from npumon.settings import parse_config
 from npumon.sim.dcmi import build_fake_library, set_dcmi_faults
 from npumon.sim.simulation import prepare_simulation
+from npumon.sim.target import simulated_target, simulation_config
 from npumon.sources.collection import SourceSet
 from npumon.sources.dcmi import backend
 from npumon.sources.target import Target
@@ -21,8 +22,8 @@ pytestmark = pytest.mark.integration
 def _sources(text, product="atlas-800i-a2"):
     state_dir = tempfile.mkdtemp(prefix="npumon-backend-")
     sim = prepare_simulation(state_dir, product=product, time_scale=0)
-    target = Target(sim.npu_smi_argv, sim.env, sim.root, simulated=True, sim_state_dir=state_dir, spawn=sim.spawn)
-    return SourceSet(parse_config(text + "poll: {host_seconds: 0}\n"), target, skip=("probe",)), state_dir
+    config = simulation_config(parse_config(text + "poll: {host_seconds: 0}\n"), state_dir)
+    return SourceSet(config, simulated_target(sim), skip=("probe",)), state_dir
 
 
 def test_dcmi_stands_in_for_the_queries_it_reads_and_npu_smi_for_those_it_lacks(library):
@@ -113,10 +114,10 @@ def test_auto_starts_on_npu_smi_past_a_hanging_library_and_switches_when_dcmi_co
     state_dir = tempfile.mkdtemp(prefix="npumon-auto-")
     sim = prepare_simulation(state_dir, product="atlas-800i-a2", time_scale=0)
     set_dcmi_faults(state_dir, hang=["dcmi_init"], hang_seconds=600)
-    target = Target(sim.npu_smi_argv, sim.env, sim.root, simulated=True, sim_state_dir=state_dir, spawn=sim.spawn)
+    target = simulated_target(sim)
     started = time.monotonic()
-    sources = SourceSet(parse_config("dcmi: {library: %s, open_timeout_seconds: 60}\npoll: {host_seconds: 0}\n"
-                                     % library), target, skip=("probe",))
+    config = parse_config("dcmi: {library: %s, open_timeout_seconds: 60}\npoll: {host_seconds: 0}\n" % library)
+    sources = SourceSet(simulation_config(config, state_dir), target, skip=("probe",))
     try:
         assert time.monotonic() - started < 5.0  # no open at build time
         first = sources.collect_once(full=False, within=3.0)
@@ -149,17 +150,14 @@ def test_config_mistakes_are_one_line(text, message):
     assert message in str(caught.value) and "\n" not in str(caught.value)
 
 
-def test_check_json_names_the_backend_in_use(tmp_path, library):
+def test_check_json_names_the_backend_in_use(tmp_path, library, cli):
     import json
-    import subprocess
-    import sys
 
     config = tmp_path / "npumon.yaml"
     config.write_text("collect: {backend: dcmi}\nstate_dir: %s\n" % (tmp_path / "state"))
     runs = {}
     for name, args in (("dcmi", ["--config", str(config)]), ("npu-smi", [])):
-        proc = subprocess.run([sys.executable, "-m", "npumon.cli.main", "check", "--simulate", "--json"] + args,
-                              capture_output=True, text=True, timeout=120)
+        proc = cli("check", "--simulate", "--json", *args)  # main() in-process
         runs[name] = json.loads(proc.stdout)["sources"]
     assert runs["dcmi"]["npu-smi"]["backend"] == "dcmi" and runs["dcmi"]["dcmi"]["ok"]
     assert runs["dcmi"]["dcmi"]["backend"] == "dcmi"

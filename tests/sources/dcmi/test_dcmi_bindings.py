@@ -11,14 +11,18 @@ import subprocess
 import pytest
 
 from npumon.sources.dcmi import bindings, structs
-from paths import FIXTURES
+from paths import FIXTURES, REPO
 
 HEADER = os.path.join(FIXTURES, "dcmi", "dcmi_interface_api.h")
+# The driver-header declarations the fixture header lacks (the HCCS status and lane structs among them), as the
+# simulated library declares them
+EXTRAS = os.path.join(REPO, "npumon", "sim", "dcmi", "dcmi_driver_extras.h")
 pytestmark = pytest.mark.integration
 
 
 def _c_program() -> str:
-    lines = ['#include <stdio.h>', '#include <stddef.h>', '#include "dcmi_interface_api.h"', 'int main(void) {']
+    lines = ['#include <stdio.h>', '#include <stddef.h>', '#include "dcmi_interface_api.h"',
+             '#include "dcmi_driver_extras.h"', 'int main(void) {']
     for name, cls in structs.STRUCTS.items():
         ctype = ("union " if name in structs.UNIONS else "struct ") + name
         lines.append('printf("%s %zu\\n", "{}", sizeof({}));'.format(name, ctype))
@@ -35,6 +39,7 @@ def c_layout(tmp_path_factory):
         pytest.skip("gcc is not installed (.ci/run installs it)")
     work = tmp_path_factory.mktemp("dcmi-layout")
     shutil.copy(HEADER, str(work / "dcmi_interface_api.h"))
+    shutil.copy(EXTRAS, str(work / "dcmi_driver_extras.h"))
     (work / "layout.c").write_text(_c_program())
     # -w: the cgo copy declares its functions static and never defines them
     subprocess.run(["gcc", "-w", "-o", str(work / "layout"), str(work / "layout.c")], check=True, timeout=120)

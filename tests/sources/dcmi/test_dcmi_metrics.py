@@ -10,11 +10,11 @@ import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from npumon.config.load import parse_config
+from npumon.settings import parse_config
 from npumon.outputs.exporter import ExporterView, build_registry
 from npumon.sim.simulation import prepare_simulation
+from npumon.sim.target import simulated_target, simulation_config
 from npumon.sources.collection import SourceSet
-from npumon.sources.target import Target
 
 pytestmark = pytest.mark.integration
 DCMI_ONLY = ("npumon_chip_board_info", "npumon_chip_aicores", "npumon_chip_aicore_rated_frequency_hertz",
@@ -26,7 +26,8 @@ def _exposition(backend, library, product="atlas-800i-a2"):
     sim = prepare_simulation(state_dir, scenario="ecc-rising", product=product, time_scale=0)
     config = parse_config("collect: {{backend: {}}}\ndcmi: {{library: {}}}\npoll: {{host_seconds: 0}}\n".format(
         backend, library))
-    target = Target(sim.npu_smi_argv, sim.env, sim.root, simulated=True, sim_state_dir=state_dir, spawn=sim.spawn)
+    config = simulation_config(config, state_dir)
+    target = simulated_target(sim)
     sources = SourceSet(config, target, skip=("probe", "hccn"))
     try:
         snapshot = sources.collect_once(full=True)

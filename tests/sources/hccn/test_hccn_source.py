@@ -4,20 +4,23 @@ calls block costs the others nothing; products without ports and hosts without t
 import dataclasses
 import json
 import os
-import subprocess
 import sys
 import textwrap
 import threading
 import time
+import tracemalloc
 
 import pytest
 
-from hccn_captures import HCCN_FIXTURES
-from npumon.config.load import parse_config
-from npumon.sim.simulation import prepare_simulation
+from clocked_host import FakeClock
+from hccn_captures import HCCN_FIXTURES, capture
+from npumon.settings import parse_config
+from npumon.sim.simulation import prepare_simulation, set_scenario
+from npumon.sim.target import simulated_target
 from npumon.sources.collection import SourceSet
+from npumon.model import ChipSample
 from npumon.sources.hccn.source import HccnSource, has_ports
-from npumon.sources.target import Target
+from npumon.sources.runner import CommandResult, CommandRunner
 
 # -i <phy> -<cmd> -g -> the capture it prints (phy 0); phys 1 and 2 differ where a capture exists for them
 FAKE_TOOL = textwrap.dedent('''\
@@ -61,12 +64,12 @@ def fake_hccn_tool(directory):
 
 
 @pytest.mark.integration
-def test_check_json_reports_the_captures_values_in_the_right_chips_network(tmp_path):
+def test_check_json_reports_the_captures_values_in_the_right_chips_network(tmp_path, cli):
     tool = fake_hccn_tool(tmp_path)
     config = tmp_path / "npumon.yaml"
     config.write_text("network: {{hccn_tool: {}}}\nprobe: {{enabled: false}}\n".format(tool))
-    proc = subprocess.run([sys.executable, "-m", "npumon.cli.main", "check", "--simulate", "--full", "--json",
-                           "--timeout", "60", "--config", str(config)], capture_output=True, text=True, timeout=120)
+    # npumon check through main() in-process; the fake hccn_tool runs as a real program per call
+    proc = cli("check", "--simulate", "--full", "--json", "--timeout", "60", "--config", str(config))
     document = json.loads(proc.stdout)
     assert document["sources"]["hccn"]["ok"] is True, document["sources"]["hccn"]
     chips = {(chip["npu"], chip["chip"]): chip for chip in document["chips"]}
@@ -95,8 +98,7 @@ def test_check_json_reports_the_captures_values_in_the_right_chips_network(tmp_p
     assert ("network-ip-missing", "npu2/chip0") in fired and ("network-ip-missing", "npu0/chip0") not in fired
     assert ("network-link-down", "npu0/chip0") not in fired
     # the NET column of the table
-    table = subprocess.run([sys.executable, "-m", "npumon.cli.main", "check", "--simulate", "--full", "--timeout", "60",
-                            "--config", str(config)], capture_output=True, text=True, timeout=120).stdout
+    table = cli("check", "--simulate", "--full", "--timeout", "60", "--config", str(config)).stdout
     rows = [line.split() for line in table.splitlines() if line.startswith(("NPU  CHIP", "0  "))]
     assert rows[0][-2:] == ["NET", "PROBE"] and rows[1][-4:] == ["UP", "Socket", "failed", "-"]
 
@@ -104,7 +106,7 @@ def test_check_json_reports_the_captures_values_in_the_right_chips_network(tmp_p
 def collection_for(tmp_path, scenario, config_text=""):
     sim = prepare_simulation(str(tmp_path / "sim"), scenario, time_scale=0, latency_scale=0)
     config = parse_config("probe: {enabled: false}\n" + config_text)
-    return SourceSet(config, Target(sim.npu_smi_argv, sim.env, sim.root, simulated=True, spawn=sim.spawn))
+    return SourceSet(config, simulated_target(sim))
 
 
 def test_a_chip_whose_calls_block_delays_neither_the_other_chips_nor_the_main_table(tmp_path):
@@ -140,11 +142,34 @@ def test_a_chip_whose_calls_block_delays_neither_the_other_chips_nor_the_main_ta
         collection.close()
 
 
+def test_a_chip_stays_not_ready_through_its_retry_until_it_answers_again(tmp_path):
+    collection = collection_for(tmp_path, "network-not-ready",
+                                "network: {timeout_seconds: 0.5, not_ready_retry_seconds: 0}\n")
+    try:
+        collection.poll("npu-smi")
+
+        def not_ready():
+            return [chip.extra["network"]["not_ready"] for chip in collection.snapshot().chips]
+
+        collection.poll("hccn")
+        assert not_ready() == [False, False, True, False, False, False, False, False]
+        retry = threading.Thread(target=collection.poll, args=("hccn",))  # no rest: it asks the chip again
+        retry.start()
+        time.sleep(0.2)  # the retry's call is running now, and the chip is still not known to be ready
+        assert not_ready()[2] is True
+        retry.join()
+        set_scenario(str(tmp_path / "sim"), "healthy")
+        collection.poll("hccn")
+        assert not any(not_ready())
+    finally:
+        collection.close()
+
+
 @pytest.mark.parametrize("product", ["atlas-300i-duo", "atlas-200i-a2"])
 def test_products_without_ports_are_unsupported_not_failing(tmp_path, product):
     sim = prepare_simulation(str(tmp_path / "sim"), "healthy", product=product, time_scale=0, latency_scale=0)
     collection = SourceSet(parse_config("probe: {enabled: false}\n"),
-                           Target(sim.npu_smi_argv, sim.env, sim.root, simulated=True, spawn=sim.spawn))
+                           simulated_target(sim))
     try:
         snapshot = collection.collect_once()
     finally:
@@ -192,6 +217,54 @@ def test_the_physical_id_comes_from_info_m_when_the_chips_carry_none(tmp_path):
     assert all(networks[chip.key]["link_status"] == "UP" for chip in chips)
 
 
+def test_a_tier_waiting_for_npu_smi_s_chips_is_waiting_within_its_grace_then_down(tmp_path):
+    clock = FakeClock(1000.0)
+    asked, answer = threading.Event(), threading.Event()
+
+    def spawn(argv, env, timeout_seconds):  # hccn_tool answers once the test lets it
+        asked.set()
+        answer.wait(10)
+        return CommandResult(argv, 0, capture("link_up_mc-faultdiag-doc.txt"), "", 0.1)
+
+    settings = parse_config("").network
+    source = HccnSource(settings, ["hccn_tool"], CommandRunner(["npu-smi"], 5, spawn=spawn), 120.0, clock=clock,
+                        check_program=False, wait_grace=45.0)
+    for elapsed in (0, 20, 45):  # npu-smi has listed no chips yet: waiting, not down, however often it asks
+        clock.now = 1000.0 + elapsed
+        for tier in ("hccn", "hccn:stat"):
+            assert source.poll(tier, []) == 1.0
+            status = source.statuses(clock.now)[tier]
+            assert status.waiting_on == "npu-smi" and status.error == "no chips yet: npu-smi has not listed them"
+            assert not status.failing
+    # the chips come: while the first poll's calls run (or wait for a slot) the tier is not polled yet
+    chips = [ChipSample(npu=0, chip=0, name="910B3", phy_id=0)]
+    polling = threading.Thread(target=source.poll, args=("hccn", chips))
+    polling.start()
+    try:
+        assert asked.wait(10)
+        status = source.statuses(clock.now)["hccn"]
+        assert status.not_polled_yet and not status.failing
+    finally:
+        answer.set()
+        polling.join(10)
+    assert source.statuses(clock.now)["hccn"].last_success == 1045.0
+    # a tier that is still without chips past the grace fails on its own
+    clock.now = 1046.0
+    source.poll("hccn:stat", [])
+    status = source.statuses(clock.now)["hccn:stat"]
+    assert status.failing and status.waiting_on is None
+    assert status.error == "no chips yet: npu-smi has not listed them for 46s (grace 45s)"
+
+
+def test_the_wait_grace_is_three_of_npu_smi_s_table_polls_each_at_least_its_deadline(tmp_path):
+    for config, grace in (("", 45.0), ("poll: {table_seconds: 30}\n", 90.0), ("npu_smi_timeout_seconds: 20\n", 60.0)):
+        collection = collection_for(tmp_path / str(grace), "healthy", config)
+        try:
+            assert next(source for source in collection.sources if source.name == "hccn").wait_grace == grace
+        finally:
+            collection.close()
+
+
 def test_has_ports():
     assert has_ports("910B3") and has_ports("Ascend910") and has_ports("910A")
     assert not has_ports("310P3") and not has_ports("310B4") and not has_ports(None)
@@ -221,6 +294,116 @@ def test_the_daemon_serves_the_network_on_metrics_and_status(tmp_path):
         assert status["chips"][5]["network"]["link_status"] == "DOWN"
         assert ("network-link-down", "npu5/chip0") in {(f["rule"], f["subject"]) for f in status["findings"]}
         assert "hccn:optical" not in status["sources"]  # a tier at 0 s is off
+    finally:
+        daemon.close()
+        kill_leftovers(sim_state)
+
+
+# -- memory: one answer at a time, binary refused unparsed ------------------------------------------------
+
+ANSWER_BYTES = 4 * 1024 * 1024 - 1
+
+
+class BigAnswers:
+    """A spawn in place of hccn_tool (the runner's seam): every call answers ANSWER_BYTES of fresh output,
+    decoded as the runner decodes what it read (the bytes and the text both held for a moment)."""
+
+    def __init__(self, make, encoding="utf-8"):
+        self.make, self.encoding = make, encoding
+        self.calls = []
+
+    def __call__(self, argv, env, timeout_seconds):
+        self.calls.append(argv[-2])
+        return CommandResult(list(argv), 0, self.make().decode(self.encoding, "replace"), "", 0.01)
+
+
+def traced_poll(answers, tier):
+    settings = parse_config("").network
+    source = HccnSource(settings, ["hccn_tool"], CommandRunner(["npu-smi"], 10, spawn=answers), 120.0,
+                        check_program=False)
+    tracemalloc.start()
+    try:
+        source.poll(tier, [ChipSample(0, 0, name="910B3", phy_id=0)])
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    return source.statuses(time.time())[tier], peak
+
+
+def test_binary_output_fails_with_one_line_and_is_never_parsed():
+    status, peak = traced_poll(BigAnswers(lambda: os.urandom(ANSWER_BYTES), "latin-1"), "hccn:stat")
+    assert not status.ok and status.error.endswith("-stat: binary output (not text): not parsed")
+    assert peak < 2.5 * ANSWER_BYTES, "peak {:.1f} x the answer".format(peak / ANSWER_BYTES)
+
+
+@pytest.mark.parametrize("line_bytes", [100, 2000])
+def test_each_answer_is_parsed_and_dropped_before_the_next_call(line_bytes):
+    # plausible text: more lines than any answer (100-byte lines) or fewer, longer ones (2000 bytes)
+    line = b"link status: UP".ljust(line_bytes - 1) + b"\n"
+    answers = BigAnswers(lambda: line * (ANSWER_BYTES // line_bytes))
+    status, peak = traced_poll(answers, "hccn")
+    assert answers.calls == ["-link", "-link_stat", "-net_health", "-speed"]
+    assert "unreadable -link" in status.error  # the answers are not -link_stat's, nor 4096 lines at most
+    assert peak < 2.5 * ANSWER_BYTES, "peak {:.1f} x the answer".format(peak / ANSWER_BYTES)
+
+
+MEMORY_CGROUP = "/sys/fs/cgroup/memory"  # cgroup v1; the unit's MemoryMax=256M as memory.limit_in_bytes
+
+
+@pytest.fixture
+def memory_group():
+    """A cgroup v1 memory group limited to 256 MiB, removed after the test; skipped where none can be made."""
+    path = os.path.join(MEMORY_CGROUP, "npumon-test-{}".format(os.getpid()))
+    try:
+        os.mkdir(path)
+        with open(os.path.join(path, "memory.limit_in_bytes"), "w") as handle:
+            handle.write(str(256 * 1024 * 1024))
+    except OSError as exc:
+        if os.path.isdir(path):
+            os.rmdir(path)
+        pytest.skip("no cgroup v1 memory group can be made here ({}: {}), so MemoryMax=256M cannot be held for "
+                    "real; the hccn memory tests above measure one answer with tracemalloc".format(
+                        path, exc.strerror))
+    yield path
+    for _ in range(50):  # the killed daemon leaves the group a moment later
+        try:
+            os.rmdir(path)
+            break
+        except OSError:
+            time.sleep(0.1)
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+def test_the_a3_daemon_fed_4_mib_of_binary_on_every_hccn_call_keeps_to_half_of_memory_max(tmp_path, memory_group):
+    from daemon_harness import DaemonProcess, kill_leftovers, wait_until
+
+    tool = tmp_path / "hccn_tool"
+    tool.write_text("#!/bin/sh\nexec head -c {} /dev/urandom\n".format(ANSWER_BYTES))
+    tool.chmod(0o755)
+    config = tmp_path / "npumon.yaml"
+    config.write_text("state_dir: {}\nprobe: {{enabled: false}}\nnetwork: {{hccn_tool: {}, link_seconds: 2, "
+                      "stat_seconds: 2, bandwidth_seconds: 2, optical_seconds: 2, config_seconds: 2}}\n".format(
+                          tmp_path / "state", tool))
+    sim_state = str(tmp_path / "sim")
+    daemon = DaemonProcess(["--config", str(config), "--simulate=healthy", "--sim-product", "atlas-a3",
+                            "--sim-state", sim_state, "--listen", "127.0.0.1:0"], env={"NPUMON_SIM_IN_PROCESS": "0"})
+    try:
+        with open(os.path.join(memory_group, "cgroup.procs"), "w") as handle:
+            handle.write(str(daemon.proc.pid))  # before it starts its threads and its first calls
+        daemon.wait_serving(60)
+        error = wait_until(lambda: (lambda error: error if "-stat:" in (error or "") else None)(
+            daemon.get("/status").json()["sources"].get("hccn:stat", {}).get("error")),
+            timeout=60, what="the first hccn:stat answer")
+        assert error.endswith("-stat: binary output (not text): not parsed"), error
+        answered = 0
+        for _ in range(15):  # 30 s: about 15 polls of every network tier, 16 chips each
+            answered += daemon.get("/metrics", timeout=10).status_code == 200
+            time.sleep(2.0)
+        assert answered == 15 and daemon.proc.poll() is None
+        with open(os.path.join(memory_group, "memory.max_usage_in_bytes")) as handle:
+            peak = int(handle.read())
+        assert peak < 128 * 1024 * 1024, "the daemon's group peaked at {:.0f} MiB".format(peak / 2 ** 20)
     finally:
         daemon.close()
         kill_leftovers(sim_state)

@@ -88,7 +88,7 @@ def run_check(tmp_path, socket, api, capsys):
 @pytest.mark.integration
 def test_volcanos_real_chips_replace_the_kubelets_ids(tmp_path, socket_dir, capsys):
     pytest.importorskip("grpc")
-    from kubelet_server import FakeKubelet
+    from npumon.sim.kubelet import FakeKubelet
     socket = os.path.join(socket_dir, "kubelet.sock")
     with FakeKubelet(socket, VOLCANO_PODS, ALL_CHIPS), RecordingServer(json_reply(POD_LIST)) as api:
         document, pods = run_check(tmp_path, socket, api.url(""), capsys)
@@ -109,7 +109,7 @@ def test_volcanos_real_chips_replace_the_kubelets_ids(tmp_path, socket_dir, caps
 @pytest.mark.integration
 def test_an_api_server_that_refuses_leaves_the_kubelets_ids_and_says_why(tmp_path, socket_dir, capsys):
     pytest.importorskip("grpc")
-    from kubelet_server import FakeKubelet
+    from npumon.sim.kubelet import FakeKubelet
     socket = os.path.join(socket_dir, "kubelet.sock")
     with FakeKubelet(socket, VOLCANO_PODS, ALL_CHIPS), RecordingServer(json_reply({"kind": "Status"}, status=403)) as api:
         document, pods = run_check(tmp_path, socket, api.url(""), capsys)

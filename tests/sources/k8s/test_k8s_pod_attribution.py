@@ -6,6 +6,7 @@ a hung kubelet and an absent socket, which leave every other source as it was an
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -17,8 +18,10 @@ import pytest
 pytest.importorskip("grpc", reason="the k8s extra is not installed (pip install -e '.[k8s]')")
 
 from daemon_harness import DaemonProcess, sample, wait_until  # noqa: E402
-from kubelet_server import FakeKubelet  # noqa: E402
+from npumon.sim.kubelet import FakeKubelet  # noqa: E402
 from npumon.cli.main import main as npumon_main  # noqa: E402
+from npumon.sources.k8s.client import PodResourcesError, ask_kubelet  # noqa: E402
+from npumon.sources.k8s.config import KubernetesConfig  # noqa: E402
 
 pytestmark = pytest.mark.integration
 
@@ -47,11 +50,11 @@ def socket_dir():
     shutil.rmtree(path, ignore_errors=True)
 
 
-def write_config(tmp_path, socket, timeout=2.0, interval=3.0):
+def write_config(tmp_path, socket, timeout=2.0, interval=3.0, section=""):
     config = tmp_path / "npumon.yaml"
-    config.write_text("kubernetes:\n  enabled: true\n  socket: {}\n  interval_seconds: {}\n  timeout_seconds: {}\n"
+    config.write_text("kubernetes:\n  enabled: true\n  socket: {}\n  interval_seconds: {}\n  timeout_seconds: {}\n{}"
                       "exporter:\n  npu_exporter_compat: true\npoll:\n  table_seconds: {}\n".format(
-                          socket, interval, timeout, min(interval, 15.0)))
+                          socket, interval, timeout, section, min(interval, 15.0)))
     return str(config)
 
 
@@ -129,6 +132,32 @@ def test_a_hung_kubelet_costs_one_deadline_and_takes_only_this_source_down(tmp_p
     assert all(chip["temperature_celsius"] is not None for chip in document["chips"])
 
 
+def many_pods(count):
+    return [("batch", "job-{:05d}".format(n), [("worker", [(A910, ["Ascend910-{}".format(n % 8)])])])
+            for n in range(count)]
+
+
+def test_an_answer_over_the_configured_cap_is_refused_naming_the_cap_and_the_key(socket_dir):
+    socket = os.path.join(socket_dir, "kubelet.sock")
+    with FakeKubelet(socket, many_pods(200), ALLOCATABLE):
+        with pytest.raises(PodResourcesError) as refused:
+            ask_kubelet(socket, 5.0, 4096)
+        answer = ask_kubelet(socket, 5.0, KubernetesConfig().max_message_bytes)  # the default holds them
+    assert re.fullmatch(r"List: the kubelet's answer of \d+ bytes is over the 4096 byte cap: raise "
+                        r"kubernetes\.max_message_bytes if the node has that many pods", str(refused.value))
+    assert answer.pods == 200
+
+
+def test_the_cap_comes_from_the_kubernetes_section(tmp_path, socket_dir, capsys):
+    socket = os.path.join(socket_dir, "kubelet.sock")
+    config = write_config(tmp_path, socket, section="  max_message_bytes: 2048\n")
+    with FakeKubelet(socket, many_pods(100), ALLOCATABLE):
+        _, document = check_json(capsys, config)
+    status = document["sources"]["kubernetes"]
+    assert status["ok"] is False and "over the 2048 byte cap: raise kubernetes.max_message_bytes" in status["error"]
+    assert document["sources"]["npu-smi"]["ok"] is True and len(document["chips"]) == 8
+
+
 def test_an_absent_socket_says_so_and_changes_nothing_else(tmp_path, socket_dir, capsys):
     _, document = check_json(capsys, write_config(tmp_path, os.path.join(socket_dir, "missing.sock")))
     status = document["sources"]["kubernetes"]
@@ -198,8 +227,9 @@ def test_a_daemon_serves_pod_labels_native_and_compat_and_joins_processes_to_con
             (proc / "cgroup").write_text(
                 "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1234abcd_0000_1111_2222_"
                 "333344445555.slice/cri-containerd-{}.scope\n".format(CONTAINER_ID))
-            text = wait_until(lambda: _text_with(daemon, "npumon_chip_process_container_info"), TIMEOUT,
-                              what="the process join")
+            # the compat chip series come once the die-id sweep has run (they never change identity)
+            text = wait_until(lambda: (lambda text: text if text and "npu_chip_info_temperature{" in text else None)(
+                _text_with(daemon, "npumon_chip_process_container_info")), TIMEOUT, what="the process join")
         finally:
             daemon.close()
     native = _series(text, "npumon_chip_pod_info")

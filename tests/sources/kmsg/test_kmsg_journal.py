@@ -8,6 +8,7 @@ import json
 import os
 import stat
 import sys
+import tracemalloc
 
 import pytest
 
@@ -108,7 +109,7 @@ def test_where_dev_kmsg_is_denied_the_journal_is_read_and_a_restart_goes_on_from
     journal.add(entry(1, "Booting Linux"), entry(2, HEARTBEAT.format(2)))
     first = source(tmp_path)
     first.poll("kmsg", [])
-    assert first.reading.status(1000.0).ok
+    assert first.statuses(1000.0)["kmsg"].ok
     assert faults(first) == {"npu2/chip0": [("heartbeat_lost", 1)]}
     journal.add(entry(3, HEARTBEAT.format(2)),
                 entry(4, "pcieport 0000:00:02.0: AER: PCIe Bus Error: severity=Uncorrected (Fatal)", "0000:c4:00.0"))
@@ -126,14 +127,14 @@ def test_a_journal_that_cannot_be_read_is_a_one_line_source_error(tmp_path, jour
     monkeypatch.setenv("FAKE_JOURNAL_FAIL", "1")
     failing = source(tmp_path)
     failing.poll("kmsg", [])
-    status = failing.reading.status(1000.0)
+    status = failing.statuses(1000.0)["kmsg"]
     assert not status.ok and status.error == "journalctl -k: No journal files were found."
 
 
 def test_without_the_fallback_the_permission_error_stays_the_sources_error(tmp_path):
     off = source(tmp_path, journal_fallback=False)
     off.poll("kmsg", [])
-    assert "Permission denied" in off.reading.status(1000.0).error
+    assert "Permission denied" in off.statuses(1000.0)["kmsg"].error
 
 
 def test_journal_json_parses_text_and_byte_messages_and_skips_what_is_not_an_entry():
@@ -143,3 +144,17 @@ def test_journal_json_parses_text_and_byte_messages_and_skips_what_is_not_an_ent
     assert [record.message for record in records] == ["plain", "caf\u00e9 \ufffd"]
     assert records[0].level == 5 and records[0].usec == 794532367
     assert cursor == entry(3, "")["__CURSOR"] and bad == 2
+
+
+def test_a_large_journal_answer_is_read_a_line_at_a_time():
+    # 20,000 entries (max_records_per_poll) padded with fields as journald's are: the text, not a list of it
+    fields = {"_SOURCE_MONOTONIC_TIMESTAMP": "0", "_BOOT_ID": "b" * 32, "_MACHINE_ID": "m" * 32, "_HOSTNAME": "h"}
+    text = "\n".join(json.dumps(dict(entry(n, "npu {} link up".format(n)), **fields)) for n in range(20000))
+    tracemalloc.start()
+    try:
+        records, _, bad = parse_journal_json(text)
+        kept, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert (len(records), bad) == (20000, 0)
+    assert peak - kept < 0.2 * len(text), "{:.2f} x the answer beside the records".format((peak - kept) / len(text))

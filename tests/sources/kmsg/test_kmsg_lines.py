@@ -53,8 +53,9 @@ REAL_EXPECTED = [
     (1, "npu1/chip0", "heartbeat_lost", "driver-device-fault", "reset_npu", "RestartNPU"),
     (2, None, None, None, None, None),  # a ring-buffer INFO line: no fault
     (3, "npu0/chip0", "driver_error", "driver-transient-fault", "none", None),
-    (4, "host", "driver_error", "driver-host-transient-fault", "none", None),
-    (5, "host", "software_fault_event", "driver-host-device-fault", "reset_npu", "FreeRestartNPU"),
+    # no device in the line and no chip reporting its code: a note, not a missing card
+    (4, "host", "driver_error", "driver-unattributed-fault", "none", None),
+    (5, "host", "software_fault_event", "driver-unattributed-fault", "none", None),
 ]
 FORMAT_EXPECTED = [
     (1, "npu2/chip0", "heartbeat_lost", "driver-device-fault", "reset_npu", "RestartNPU"),
@@ -134,3 +135,38 @@ def test_repeats_of_a_fault_count_within_the_window_only_and_old_state_restores(
     restored = FaultBook()
     restored.restore(saved)
     assert [e.count for e in restored.active(6000.0 + 60.0 * 999)] == [1004]
+
+
+EVENT_80E01801 = ("[EVENT] TDT(4717,tsdaemon):2023-10-31-16:41:39.406.087 [tsdaemon.cpp:1811] [RunSpecialProcess]"
+                  "[tid:4717] [TsdEVENT] Event id=0x80E01801.")
+
+
+def test_a_line_without_a_device_is_the_chip_that_reports_its_code(tmp_path):
+    chips = [dataclasses.replace(chip, error_codes=["80E01801"]) if chip.npu == 3 else chip for chip in CHIPS]
+    findings, snapshot = findings_for(tmp_path, "\n".join([EVENT_80E01801] * 3), chips=chips)
+    assert {(f.rule, f.subject) for f in findings} == {("driver-transient-fault", "npu3/chip0"),
+                                                        ("driver-fault-repeating", "npu3/chip0")}
+    assert snapshot.host.extra["driver_faults"] == []
+    assert [f["attribution"] for f in snapshot.chip(3, 0).extra["driver_faults"]] == ["code"]
+
+
+def test_a_code_no_chip_reports_stays_a_note_and_never_suggests_a_missing_card_or_a_separation(tmp_path):
+    findings, snapshot = findings_for(tmp_path, "\n".join([EVENT_80E01801] * 3))
+    finding, = findings
+    assert (finding.rule, finding.severity, finding.repair_action, finding.level) == (
+        "driver-unattributed-fault", "info", "none", None)
+    assert "missing" not in finding.hint and "lspci" not in finding.hint
+
+
+def test_a_code_several_chips_report_names_them_and_picks_none(tmp_path):
+    chips = [dataclasses.replace(chip, error_codes=["80E01801"]) if chip.npu in (2, 3) else chip for chip in CHIPS]
+    findings, snapshot = findings_for(tmp_path, EVENT_80E01801, chips=chips)
+    assert [(f.rule, f.subject) for f in findings] == [("driver-unattributed-fault", "host")]
+    fault, = snapshot.host.extra["driver_faults"]
+    assert fault["place"] == "one of npu2/chip0, npu3/chip0 (they report 80E01801)"
+
+
+def test_a_pci_address_that_is_no_npu_is_a_note_not_a_missing_card(tmp_path):
+    line = "pcieport 0000:00:1c.0: AER: PCIe Bus Error: severity=Corrected, type=Physical Layer, (Receiver ID)"
+    findings, _ = findings_for(tmp_path, line)
+    assert [(f.rule, f.subject, f.severity) for f in findings] == [("driver-unattributed-fault", "host", "info")]

@@ -4,9 +4,8 @@ users' patterns, the real /dev/kmsg of this machine, and `npumon check --json` o
 import errno
 import json
 import os
-import subprocess
-import sys
 import time
+import tracemalloc
 from pathlib import Path
 
 import pytest
@@ -16,7 +15,7 @@ from npumon.model import ChipSample, HostSample
 from npumon.sources.base import Parts
 from npumon.sources.kmsg.config import FaultsConfig
 from npumon.sources.kmsg.facts import chip_facts
-from npumon.sources.kmsg.reader import KmsgDevice
+from npumon.sources.kmsg.reader import MAX_FILE_BYTES_PER_READ, KmsgDevice, LogFile
 from npumon.sources.kmsg.source import KmsgSource
 from npumon.sources.kmsg.state import CURSOR_FILE
 from paths import FIXTURES
@@ -203,30 +202,27 @@ def test_a_bad_pattern_file_is_a_one_line_error(tmp_path, text, problem):
     assert problem in str(raised.value) and str(mine) in str(raised.value) and "\n" not in str(raised.value)
 
 
-def run_check(tmp_path, *config_lines):
+def run_check(cli, tmp_path, *config_lines):
     config = tmp_path / "npumon.yaml"
     config.write_text("state_dir: {}\n".format(tmp_path / "state") + "\n".join(config_lines) + "\n")
-    proc = subprocess.run([sys.executable, "-m", "npumon.cli.main", "check", "--simulate", "--json",
-                           "--config", str(config)], capture_output=True, text=True, timeout=120)
-    return proc
+    return cli("check", "--simulate", "--json", "--config", str(config))  # main() in-process
 
 
-def test_check_json_lists_the_real_lines_findings_with_repair_action_and_level(tmp_path):
-    proc = run_check(tmp_path, "faults:", "  kmsg_path: {}".format(REAL))
+def test_check_json_lists_the_real_lines_findings_with_repair_action_and_level(cli, tmp_path):
+    proc = run_check(cli, tmp_path, "faults:", "  kmsg_path: {}".format(REAL))
     document = json.loads(proc.stdout)
     found = {(f["rule"], f["subject"]): (f.get("repair_action"), f.get("level")) for f in document["findings"]}
     assert found == {
         ("driver-device-fault", "npu1/chip0"): ("reset_npu", "RestartNPU"),
         ("driver-transient-fault", "npu0/chip0"): ("none", None),
-        ("driver-host-transient-fault", "host"): ("none", None),
-        ("driver-host-device-fault", "host"): ("reset_npu", "FreeRestartNPU"),
+        ("driver-unattributed-fault", "host"): ("none", None),  # lines 4-5 name no device, no chip has the code
     }
     assert proc.returncode == 2 and document["sources"]["kmsg"]["ok"]
     assert not (tmp_path / "state" / CURSOR_FILE).exists()  # check saves nothing
 
 
-def test_check_with_a_bad_pattern_file_is_unknown_with_a_one_line_reason(tmp_path):
-    proc = run_check(tmp_path, "faults:", "  kmsg_path: {}".format(REAL), "  pattern_files: [{}]".format(
+def test_check_with_a_bad_pattern_file_is_unknown_with_a_one_line_reason(cli, tmp_path):
+    proc = run_check(cli, tmp_path, "faults:", "  kmsg_path: {}".format(REAL), "  pattern_files: [{}]".format(
         tmp_path / "missing.yaml"))
     assert proc.returncode == 3 and "Traceback" not in proc.stderr + proc.stdout
     assert "missing.yaml" in proc.stdout + proc.stderr
@@ -241,8 +237,23 @@ def test_the_real_dev_kmsg_is_read_and_a_restart_does_not_read_it_again(tmp_path
     first = KmsgSource(config, root, str(tmp_path / "state"), load_patterns())
     first.poll("kmsg", CHIPS)
     first.close()
-    assert first.reading.status(time.time()).ok and first.stats["records"] > 0
+    assert first.statuses(time.time())["kmsg"].ok and first.stats["records"] > 0
     second = KmsgSource(config, root, str(tmp_path / "state"), load_patterns())
     second.poll("kmsg", CHIPS)
     second.close()
     assert second.stats["records"] < first.stats["records"]  # only what the kernel logged in between
+
+
+def test_a_full_read_of_a_log_file_holds_its_text_once_beside_the_records_it_keeps(tmp_path):
+    line = b"Dec  1 23:00:00 host kernel: [12345.678901] hisi_pcie 0000:01:00.0: link up, lane 4, speed 16GT/s\n"
+    path = tmp_path / "kern.log"
+    path.write_bytes(line * (MAX_FILE_BYTES_PER_READ // len(line)))
+    size = path.stat().st_size
+    tracemalloc.start()
+    try:
+        records, _, offset, more = LogFile(str(path)).read(None, 0, 10 ** 6)
+        kept, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert (len(records), offset, more) == (size // len(line), size, False)
+    assert peak - kept < 1.5 * size, "{:.1f} x the file beside the records".format((peak - kept) / size)

@@ -6,6 +6,7 @@ npu-smi here is a stand-in executable that answers with the simulator's texts (r
 told to print only the first lines of an answer and then die of SIGKILL, the way a crashing npu-smi does.
 """
 
+import logging
 import os
 import sys
 
@@ -94,8 +95,8 @@ def host(tmp_path):
     clock = Clock()
     runner = Faulty(stand_in.argv(), 10, 4, priority_slots=1)
     npusmi = NpuSmiSource(runner, clock=clock, intervals={"usages": 30})
-    npusmi.poll_table()
-    npusmi.poll_query("usages")
+    npusmi.poll("npu-smi")
+    npusmi.poll("npu-smi:usages")
     assert all(chip.aivector_ratio is not None for chip in npusmi.chips(clock.now, MAX_AGE))
     return npusmi, clock, stand_in
 
@@ -105,7 +106,7 @@ def chip(npusmi, clock, npu):
 
 
 def usages_ok(npusmi, clock):
-    return npusmi.statuses(clock.now, MAX_AGE)["npu-smi:usages"]
+    return npusmi.statuses(clock.now)["npu-smi:usages"]
 
 
 def usages_lines(text, leave_out):
@@ -120,7 +121,7 @@ def test_a_timed_out_call_keeps_the_cards_last_values(host):
     npusmi.runner.faults[USAGES_3] = CommandResult(
         ["npu-smi"] + list(USAGES_3), None, "\tAicore Usage Rate(%)", "", 10.0, timed_out=True)
     clock.now += 30
-    npusmi.poll_query("usages")
+    npusmi.poll("npu-smi:usages")
     assert not usages_ok(npusmi, clock).ok
     assert "npu 3: timed out" in usages_ok(npusmi, clock).error
     assert chip(npusmi, clock, 3).aivector_ratio == before
@@ -133,11 +134,29 @@ def test_a_call_the_tier_budget_left_out_keeps_the_cards_last_values(host):
         ["npu-smi"] + list(USAGES_3), None, "", "", 0.0, timed_out=True,
         error="not run: the poll's time budget was used up by earlier calls", started=False)
     clock.now += 30
-    npusmi.poll_query("usages")
+    npusmi.poll("npu-smi:usages")
     status = usages_ok(npusmi, clock)  # slow is not down: the cards that answered are fresh, card 3 is asked first
-    assert status.ok and status.error == "1 of 8 calls left out: no npu-smi slot came free for them"
+    assert status.ok and status.error == "1 of 8 calls left out: the tier did not finish within 30s"
     assert chip(npusmi, clock, 3).aivector_ratio == before
     assert npusmi.runner.stats.snapshot()["npu-smi:usages"].overruns == 1
+
+
+def test_calls_npumon_s_own_stop_ended_are_no_failure_and_log_nothing_above_debug(host, caplog):
+    npusmi, clock, _ = host
+    before = chip(npusmi, clock, 3).aivector_ratio
+    status = usages_ok(npusmi, clock)
+    table = npusmi.statuses(clock.now)["npu-smi"]
+    # the table's call killed mid-answer by the stop; the queries' calls refused once it began
+    npusmi.runner.faults[("info",)] = CommandResult(["npu-smi", "info"], None, "", "", 0.4, stopped=True)
+    npusmi.runner.terminate_all()
+    caplog.set_level(logging.DEBUG, logger="npumon")
+    clock.now += 1
+    npusmi.poll("npu-smi:usages")
+    npusmi.poll("npu-smi")
+    assert [record.getMessage() for record in caplog.records if record.levelno > logging.DEBUG] == []
+    assert usages_ok(npusmi, clock) == status and npusmi.statuses(clock.now)["npu-smi"] == table
+    assert chip(npusmi, clock, 3).aivector_ratio == before
+    assert npusmi.runner.stats.snapshot()["npu-smi:usages"].overruns == 0
 
 
 def test_a_query_that_dies_mid_output_is_a_failure_and_keeps_the_last_values(host):
@@ -148,14 +167,14 @@ def test_a_query_that_dies_mid_output_is_a_failure_and_keeps_the_last_values(hos
     keep = next(number for number, line in enumerate(text.splitlines(), 1) if "Aicore Usage" in line)
     stand_in.crash(USAGES_3, keep)
     clock.now += 30
-    npusmi.poll_query("usages")
+    npusmi.poll("npu-smi:usages")
     after = chip(npusmi, clock, 3)
     assert (after.aivector_ratio, after.hbm_bandwidth_ratio) == (before.aivector_ratio, before.hbm_bandwidth_ratio)
     status = usages_ok(npusmi, clock)
     assert not status.ok and "npu 3: killed by SIGKILL" in status.error
     stand_in.recover(USAGES_3)
     clock.now += 30
-    npusmi.poll_query("usages")
+    npusmi.poll("npu-smi:usages")
     assert usages_ok(npusmi, clock).ok
 
 
@@ -166,15 +185,15 @@ def test_a_table_that_dies_mid_output_does_not_make_cards_forget_their_values(ho
     last_card_row = min(number for number, line in enumerate(text.splitlines(), 1) if line.startswith("| 7 "))
     stand_in.crash(["info"], last_card_row)
     clock.now += 1
-    npusmi.poll_table()
+    npusmi.poll("npu-smi")
     stand_in.recover(["info"])
     clock.now += 1
-    npusmi.poll_table()
+    npusmi.poll("npu-smi")
     assert len(npusmi.chips(clock.now, MAX_AGE)) == 8
     assert chip(npusmi, clock, 7).aivector_ratio is not None  # without waiting for the next usages poll
     stand_in.crash(["info"], last_card_row)
-    npusmi.poll_table()
-    status = npusmi.statuses(clock.now, MAX_AGE)["npu-smi"]
+    npusmi.poll("npu-smi")
+    status = npusmi.statuses(clock.now)["npu-smi"]
     assert not status.ok and "killed by SIGKILL" in status.error
     assert len(npusmi.chips(clock.now, MAX_AGE)) == 8  # the last complete table stays while fresh
 
@@ -187,7 +206,7 @@ def test_a_line_missing_from_one_answer_keeps_its_last_value_until_it_is_too_old
     full = (stand_in.answers / "_".join(USAGES_3)).read_text()
     stand_in.answer(USAGES_3, usages_lines(full, "Aivector"))
     clock.now += 30
-    npusmi.poll_query("usages")
+    npusmi.poll("npu-smi:usages")
     assert usages_ok(npusmi, clock).ok
     after = chip(npusmi, clock, 3)
     assert after.aivector_ratio == before.aivector_ratio  # a good value is not erased by a shorter answer
@@ -195,8 +214,8 @@ def test_a_line_missing_from_one_answer_keeps_its_last_value_until_it_is_too_old
     # ... but one npu-smi no longer prints does not live forever: it goes once older than its allowed age
     for _ in range(4):
         clock.now += 30
-        npusmi.poll_table()
-        npusmi.poll_query("usages")
+        npusmi.poll("npu-smi")
+        npusmi.poll("npu-smi:usages")
     after = chip(npusmi, clock, 3)
     assert after.aivector_ratio is None
     assert after.hbm_bandwidth_ratio is not None  # printed on every poll: fresh
@@ -208,7 +227,7 @@ def test_a_value_printed_as_NA_is_null_at_once(host):
     line = next(line for line in full.splitlines() if "Aivector" in line)
     stand_in.answer(USAGES_3, full.replace(line, line.rsplit(":", 1)[0] + ": NA"))
     clock.now += 30
-    npusmi.poll_query("usages")
+    npusmi.poll("npu-smi:usages")
     assert usages_ok(npusmi, clock).ok
     assert chip(npusmi, clock, 3).aivector_ratio is None  # npu-smi said "no value": that is the reading
     assert chip(npusmi, clock, 2).aivector_ratio is not None
@@ -222,9 +241,9 @@ def test_a_card_that_really_leaves_the_table_forgets_its_values(host):
     first = min(index for index, line in enumerate(rows) if line.startswith("| 7 "))
     stand_in.answer(["info"], "".join(rows[:first] + rows[first + 3:]))
     clock.now += 1
-    npusmi.poll_table()
+    npusmi.poll("npu-smi")
     assert sorted(sample.npu for sample in npusmi.chips(clock.now, MAX_AGE)) == list(range(7))
     stand_in.answer(["info"])
     clock.now += 1
-    npusmi.poll_table()
+    npusmi.poll("npu-smi")
     assert chip(npusmi, clock, 7).aivector_ratio is None  # back, but not with values from before it left

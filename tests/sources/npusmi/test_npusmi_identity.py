@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from npumon.config.load import parse_config
+from npumon.settings import parse_config
 from npumon.sim import prepare_simulation
 from npumon.sources.npusmi import extras
 from npumon.sources.npusmi.common import NpuSmiParseError
@@ -33,7 +33,7 @@ def capture(name):
 def make(tmp_path):
     def build(product="atlas-800i-a2", quick_pass=False, cache_dir=None):
         sim = prepare_simulation(str(tmp_path / "sim-{}".format(product)), "healthy", product=product, time_scale=0)
-        runner = CommandRunner(sim.npu_smi_argv, 10, 2, env=sim.env)
+        runner = CommandRunner(sim.npu_smi_argv, 10, 2, env=sim.env, spawn=sim.spawn)  # simulator in-process
         cache = IdentityCache(str((cache_dir or tmp_path) / CACHE_FILE))
         clock = Clock()
         return NpuSmiSource(runner, clock=clock, intervals={"identity": 3600}, quick_pass=quick_pass,
@@ -43,13 +43,16 @@ def make(tmp_path):
 
 def test_the_910b_table_prints_no_ids_and_the_identity_tier_fills_them(make):
     npusmi, clock = make()
-    npusmi.poll_table()
+    npusmi.poll("npu-smi")
     assert {chip.device_id for chip in npusmi.chips(clock.now)} == {None}  # what issue 15 saw on /status
-    # the daemon's first identity poll reads info -m alone, and asks for the die-id sweep a little later
-    assert npusmi.poll("npu-smi:identity") == 120
-    assert [(chip.device_id, chip.vdie_id) for chip in npusmi.chips(clock.now)] == [(n, None) for n in range(8)]
+    # the daemon's first identity poll reads info -m alone, and asks for the die-id sweep at once; until it
+    # has run the chips say their identity is pending (the npu-exporter compatible series wait for it)
+    assert npusmi.poll("npu-smi:identity") == 1.0
+    assert [(chip.device_id, chip.vdie_id, chip.extra.get("identity_pending"))
+            for chip in npusmi.chips(clock.now)] == [(n, None, True) for n in range(8)]
     assert npusmi.poll("npu-smi:identity") is None
     chips = npusmi.chips(clock.now)
+    assert not any("identity_pending" in chip.extra for chip in chips)
     assert [chip.device_id for chip in chips] == list(range(8))
     assert all(chip.phy_id is None for chip in chips)
     assert len({chip.vdie_id for chip in chips}) == 8
@@ -59,7 +62,7 @@ def test_the_910b_table_prints_no_ids_and_the_identity_tier_fills_them(make):
 
 def test_a3_ids_come_from_the_mapping_with_its_phy_ids(make):
     npusmi, clock = make("atlas-a3")
-    npusmi.poll_table()
+    npusmi.poll("npu-smi")
     npusmi.poll("npu-smi:identity")
     npusmi.poll("npu-smi:identity")
     chips = npusmi.chips(clock.now)
@@ -75,7 +78,7 @@ def test_the_950_refuses_c_and_its_first_poll_asks_each_card_again_at_once(make)
     calls = []
     run = npusmi.runner.run
     npusmi.runner.run = lambda args, **kwargs: calls.append(list(args)) or run(args, **kwargs)
-    npusmi.poll_table()
+    npusmi.poll("npu-smi")
     npusmi.poll("npu-smi:identity")  # info -m alone
     chips = npusmi.chips(clock.now)
     assert [(chip.device_id, chip.phy_id) for chip in chips] == [(None, n) for n in range(8)]  # 950: no logic id
@@ -95,17 +98,17 @@ def test_the_950_refuses_c_and_its_first_poll_asks_each_card_again_at_once(make)
 
 def test_identity_values_outlive_max_age_until_their_hourly_poll_is_overdue(make):
     npusmi, clock = make()
-    npusmi.poll_table()
+    npusmi.poll("npu-smi")
     npusmi.poll("npu-smi:identity")
     npusmi.poll("npu-smi:identity")
     clock.now += 3000
-    npusmi.poll_table()
+    npusmi.poll("npu-smi")
     assert npusmi.chips(clock.now)[0].device_id == 0
 
 
 def test_a_quick_pass_takes_the_ids_from_the_cache_and_asks_npu_smi_nothing_more(make, tmp_path):
     daemon, clock = make()
-    daemon.poll_table()
+    daemon.poll("npu-smi")
     daemon.poll("npu-smi:identity")
     daemon.poll("npu-smi:identity")
     written = json.loads((tmp_path / CACHE_FILE).read_text())
@@ -115,7 +118,7 @@ def test_a_quick_pass_takes_the_ids_from_the_cache_and_asks_npu_smi_nothing_more
     calls = []
     run = quick.runner.run
     quick.runner.run = lambda args, **kwargs: calls.append(list(args)) or run(args, **kwargs)
-    quick.poll_table()
+    quick.poll("npu-smi")
     chips = quick.chips(clock.now)
     assert calls == [["info"]]
     assert [chip.device_id for chip in chips] == list(range(8))
@@ -123,7 +126,7 @@ def test_a_quick_pass_takes_the_ids_from_the_cache_and_asks_npu_smi_nothing_more
     assert "npu-smi:identity" not in [tier.name for tier in quick.tiers() if tier.quick]
     # a daemon that starts with the cache has the ids with its first table and skips the start-up sweep
     restarted, clock = make()
-    restarted.poll_table()
+    restarted.poll("npu-smi")
     assert [chip.vdie_id for chip in restarted.chips(clock.now)] == [chip.vdie_id for chip in daemon.chips(clock.now)]
     calls.clear()
     restarted.runner.run = lambda args, **kwargs: calls.append(list(args)) or run(args, **kwargs)
@@ -133,7 +136,7 @@ def test_a_quick_pass_takes_the_ids_from_the_cache_and_asks_npu_smi_nothing_more
 
 def test_a_cache_of_other_chips_or_bus_ids_is_ignored(make, tmp_path):
     daemon, _ = make()
-    daemon.poll_table()
+    daemon.poll("npu-smi")
     daemon.poll("npu-smi:identity")
     daemon.poll("npu-smi:identity")
     path = tmp_path / CACHE_FILE
@@ -141,11 +144,11 @@ def test_a_cache_of_other_chips_or_bus_ids_is_ignored(make, tmp_path):
     data["chips"][3]["bus_id"] = "0000:FF:00.0"  # a card moved: the cache describes another host layout
     path.write_text(json.dumps(data))
     quick, clock = make(quick_pass=True)
-    quick.poll_table()
+    quick.poll("npu-smi")
     assert {chip.device_id for chip in quick.chips(clock.now)} == {None}
     path.write_text("{not json")
     quick, clock = make(quick_pass=True)
-    quick.poll_table()
+    quick.poll("npu-smi")
     assert {chip.vdie_id for chip in quick.chips(clock.now)} == {None}
 
 
@@ -153,7 +156,7 @@ def test_an_unwritable_state_dir_loses_nothing_but_the_cache(make, tmp_path):
     blocker = tmp_path / "blocker"
     blocker.write_text("a file where the directory should be")
     npusmi, clock = make(cache_dir=blocker)
-    npusmi.poll_table()
+    npusmi.poll("npu-smi")
     npusmi.poll("npu-smi:identity")
     npusmi.poll("npu-smi:identity")
     assert npusmi.chips(clock.now)[0].device_id == 0

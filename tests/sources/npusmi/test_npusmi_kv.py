@@ -3,6 +3,7 @@ shared/reference/npu-smi, header kept) and against small texts built in the same
 
 import os
 import re
+import tracemalloc
 
 import pytest
 from hypothesis import given, settings
@@ -504,6 +505,22 @@ def test_parsers_reject_error_capture_and_quote_it(parse, name):
 def test_parsers_reject_empty_and_garbage(parse, text):
     with pytest.raises(NpuSmiParseError):
         parse(text)
+
+
+BIG_ANSWER = "NPU ID : 0\nChip Count : 1\n\n" + "        Aicore Usage Rate(%)           : 0\n" * 110000  # 4 MiB
+
+
+@pytest.mark.parametrize("parse", ALL_PARSERS)
+def test_an_answer_of_more_lines_than_any_is_refused_before_it_is_split(parse):
+    tracemalloc.start()
+    try:
+        with pytest.raises(NpuSmiParseError) as raised:
+            parse(BIG_ANSWER)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert "\n" not in str(raised.value)
+    assert peak < 0.5 * len(BIG_ANSWER), "peak {:.1f} x the answer".format(peak / len(BIG_ANSWER))
 
 
 @pytest.mark.parametrize("parse", ALL_PARSERS)

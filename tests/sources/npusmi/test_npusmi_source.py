@@ -20,16 +20,16 @@ def source(tmp_path):
     def make(scenario="ecc-rising", intervals=None, product=None):
         sim = prepare_simulation(str(tmp_path / scenario), scenario, product=product, time_scale=0)
         clock = Clock()
-        runner = CommandRunner(sim.npu_smi_argv, 10, 2, env=sim.env)
+        runner = CommandRunner(sim.npu_smi_argv, 10, 2, env=sim.env, spawn=sim.spawn)  # simulator in-process
         return NpuSmiSource(runner, clock=clock, intervals=intervals), clock
     return make
 
 
 def test_query_values_merge_into_the_table_chips(source):
     npusmi, clock = source()
-    npusmi.poll_table()
-    npusmi.poll_query("ecc")
-    npusmi.poll_query("usages")
+    npusmi.poll("npu-smi")
+    npusmi.poll("npu-smi:ecc")
+    npusmi.poll("npu-smi:usages")
     chips = {chip.key: chip for chip in npusmi.chips(clock.now, 120)}
     assert len(chips) == 8
     assert chips[(2, 0)].ecc_double_bit_errors == 1  # the scenario's failing chip
@@ -40,8 +40,8 @@ def test_query_values_merge_into_the_table_chips(source):
 
 def test_a_card_level_board_answer_reaches_every_chip_of_the_card(source):
     npusmi, clock = source("board-incompatible", product="atlas-a3")  # 2 chips per card; card 1 is NOK
-    npusmi.poll_table()
-    npusmi.poll_query("board")
+    npusmi.poll("npu-smi")
+    npusmi.poll("npu-smi:board")
     chips = {chip.key: chip for chip in npusmi.chips(clock.now, 120)}
     assert len(chips) == 16
     assert all(chip.firmware_version for chip in chips.values())
@@ -50,41 +50,41 @@ def test_a_card_level_board_answer_reaches_every_chip_of_the_card(source):
 
 def test_a_slow_tier_stays_fresh_until_its_next_poll_is_overdue(source):
     npusmi, clock = source(intervals={"ecc": 300, "usages": 30})
-    npusmi.poll_table()
-    npusmi.poll_query("ecc")
-    npusmi.poll_query("usages")
+    npusmi.poll("npu-smi")
+    npusmi.poll("npu-smi:ecc")
+    npusmi.poll("npu-smi:usages")
     clock.now += 200  # past max_age (120), before the ecc tier's second poll is overdue (2 x 300)
-    npusmi.poll_table()
+    npusmi.poll("npu-smi")
     chip = npusmi.chips(clock.now, 120)[0]
     assert chip.ecc_double_bit_errors is not None
     assert chip.aivector_ratio is None  # usages (every 30 s) is overdue: dropped, not served stale
-    statuses = npusmi.statuses(clock.now, 120)
+    statuses = npusmi.statuses(clock.now)
     assert statuses["npu-smi:ecc"].ok
     assert not statuses["npu-smi:usages"].ok
     assert statuses["npu-smi:usages"].error == "stale: last success 200s ago (max age 120s)"
     clock.now += 500
-    statuses = npusmi.statuses(clock.now, 120)
+    statuses = npusmi.statuses(clock.now)
     assert statuses["npu-smi:ecc"].error == "stale: last success 700s ago (max age 600s)"
 
 
 def test_unsupported_query_is_remembered_and_not_asked_again(source):
     npusmi, clock = source("unsupported")
-    npusmi.poll_table()
-    npusmi.poll_query("usages")
-    status = npusmi.statuses(clock.now, 120)["npu-smi:usages"]
+    npusmi.poll("npu-smi")
+    npusmi.poll("npu-smi:usages")
+    status = npusmi.statuses(clock.now)["npu-smi:usages"]
     assert status.ok and status.unsupported
     assert "does not support querying usages" in status.error
     calls = []
     npusmi.runner.run = lambda *args, **kwargs: calls.append(args)  # must not be called again
-    npusmi.poll_query("usages")
+    npusmi.poll("npu-smi:usages")
     assert calls == []
 
 
 def test_queries_pause_while_the_main_table_cannot_be_read(source):
     npusmi, clock = source("garbage")
-    npusmi.poll_table()
-    npusmi.poll_query("ecc")
-    statuses = npusmi.statuses(clock.now, 120)
+    npusmi.poll("npu-smi")
+    npusmi.poll("npu-smi:ecc")
+    statuses = npusmi.statuses(clock.now)
     assert not statuses["npu-smi"].ok and statuses["npu-smi"].error.startswith("unreadable npu-smi info output")
     assert statuses["npu-smi:ecc"].error == "skipped while the main table cannot be read"
     assert npusmi.chips(clock.now, 120) == []

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from damaged_text import damaged_captures
 from npumon.sources.npusmi import kv as npusmi_kv
+from npumon.sources.npusmi import links as npusmi_links
 from npumon.sources.npusmi.common import NpuSmiParseError
 from npumon.sources.npusmi.table import parse_info
 from paths import FIXTURES
@@ -28,6 +29,7 @@ PARSERS = [
     npusmi_kv.parse_usages, npusmi_kv.parse_common, npusmi_kv.parse_power, npusmi_kv.parse_temp,
     npusmi_kv.parse_ecc, npusmi_kv.parse_health, npusmi_kv.parse_board, npusmi_kv.parse_memory,
     npusmi_kv.parse_list, npusmi_kv.parse_mapping,
+    npusmi_links.parse_hccs, npusmi_links.parse_hccs_bandwidth, npusmi_links.parse_sio,
 ]
 NOISE = st.sampled_from(["|", "+", "/", ":", " ", "\t", "\n", "NA", "-", "0x", "999999999999", "nan", "inf",
                          "é", "\x00", "=", "Chip ID", "NPU ID", "Health"])

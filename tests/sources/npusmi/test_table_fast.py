@@ -91,7 +91,7 @@ def simulated_tables(tmp_path_factory):
     tables = {}
     for product in PRODUCTS:
         sim = prepare_simulation(str(tmp_path_factory.mktemp(product)), "healthy", product=product, time_scale=0)
-        tables[product] = CommandRunner(sim.npu_smi_argv, 10, env=sim.env).run(["info"]).stdout
+        tables[product] = CommandRunner(sim.npu_smi_argv, 10, env=sim.env, spawn=sim.spawn).run(["info"]).stdout
     return tables
 
 

@@ -17,15 +17,17 @@ import yaml
 from npumon.model import ProbeSample
 from npumon.sources.probe.config import ProbeConfig, ProbeModelConfig
 from npumon.sources.probe.launch import child_command
-from npumon.sources.probe.outcome import ProbeOutcome, read_outcome
+from npumon.sources.probe.outcome import ProbeOutcome, read_outcomes
 from npumon.sources.probe.samples import probe_sample
 from npumon.sim import prepare_simulation
 from npumon.sim.pyacl import ACL_HANG_PIDS_FILE, SIMULATED_ACL_DIR
+from npumon.sim.target import ATC_ARGV
 from npumon.sources.runner import CommandRunner
 from paths import PROBE_STUBS, REPO
 
 STUBS = Path(PROBE_STUBS)
-STAGES = ["init", "set_device", "context", "device_status", "mem_info", "memcpy", "synchronize", "cleanup"]
+STAGES = ["init", "set_device", "context", "device_status", "mem_info", "memcpy", "synchronize", "compute_prepare",
+          "compute", "cleanup"]
 
 
 def scenario_file(tmp_path, probe=None, device=3, acl_runtime=None):
@@ -44,16 +46,17 @@ def run_child(tmp_path, probe=None, device=3, acl_runtime=None, settings=None, t
     """One probe of `device` through the real child; returns (CommandResult, ProbeOutcome)."""
     sim = prepare_simulation(str(tmp_path / "sim"), scenario_file(tmp_path, probe, device, acl_runtime))
     settings = settings or ProbeConfig()
-    argv, env = child_command(settings, "/nonexistent/Ascend", os.environ,
-                              SIMULATED_ACL_DIR if acl_dir is None else None)
+    state_dir = str(tmp_path / "state")
+    argv, env = child_command(settings, "/nonexistent/Ascend", os.environ, state_dir,
+                              SIMULATED_ACL_DIR if acl_dir is None else None, ATC_ARGV)
     if acl_dir is not None:  # a real-host layout whose site-packages is `acl_dir`
         argv, env = child_command(ProbeConfig(**dict(vars(settings), acl_python_path=acl_dir)),
-                                  "/nonexistent/Ascend", os.environ)
+                                  "/nonexistent/Ascend", os.environ, state_dir)
     env.update(sim.env)
     env.update(extra_env or {})
     runner = CommandRunner(argv, timeout, 1, env=env)
     result = runner.run(["--device", str(device)], priority=True)
-    return result, read_outcome(result)
+    return result, read_outcomes(result, [device], timeout)[device]
 
 
 def sample_of(outcome: ProbeOutcome) -> ProbeSample:
@@ -154,7 +157,9 @@ def _model_files(tmp_path, factor=2.0, expected_factor=2.0, elements=16):
 def test_model_runs_and_its_output_matches(tmp_path):
     _, outcome = run_child(tmp_path, settings=_model_files(tmp_path))
     assert outcome.state == "ok", outcome
-    assert list(outcome.stage_seconds) == STAGES[:-1] + ["model", "cleanup"]
+    # the model before the compute step, which sets the process's AI Core timeout for its own kernel
+    compute = STAGES.index("compute_prepare")
+    assert list(outcome.stage_seconds) == STAGES[:compute] + ["model"] + STAGES[compute:]
 
 
 def test_wrong_model_output_fails_the_model_stage(tmp_path):
@@ -244,3 +249,30 @@ def test_the_child_is_a_python_37_program():
     result = subprocess.run(["vermin", "--target=3.7-", "--violations", "--no-tips", "--eval-annotations"]
                             + child_modules, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_compute_step_builds_its_model_with_the_simulated_atc_and_checks_the_add(tmp_path):
+    _, outcome = run_child(tmp_path)
+    assert outcome.message.startswith("compute: Add int32 [8,16] on the AI Core via single-op model built by ATC")
+    cached = tmp_path / "state" / "probe-ops" / "Ascend910B3-8.1.RC1-Add-int32-8x16"
+    assert [path.name for path in cached.iterdir()] == ["0_Add_3_2_8_16_3_2_8_16_3_2_8_16.om"]
+    _, again = run_child(tmp_path)  # the next probe loads the cached model: no build
+    assert again.message == "compute: Add int32 [8,16] on the AI Core via cached single-op model {}".format(cached)
+    assert again.stage_seconds["compute_prepare"] < outcome.stage_seconds["compute_prepare"]
+
+
+def test_an_ai_core_that_hangs_while_copies_work_fails_the_compute_stage(tmp_path):
+    _, outcome = run_child(tmp_path, probe={"aicore": "hang"}, settings=ProbeConfig(sync_timeout_ms=2000))
+    assert (outcome.state, outcome.failed_stage, outcome.error_code) == ("failed", "compute", 507014)
+    assert "memcpy" in outcome.stage_seconds and "synchronize" in outcome.stage_seconds  # those passed
+    assert 1.0 <= outcome.stage_seconds["compute"] < 2.0  # the 1 s AI Core timeout the step set
+    assert "AI Cores did not complete" in sample_of(outcome).action
+
+
+def test_no_operator_library_leaves_compute_unavailable_and_the_probe_ok(tmp_path):
+    _, outcome = run_child(tmp_path, acl_runtime={"operators": False})
+    assert outcome.state == "ok" and "compute" not in outcome.stage_seconds
+    assert outcome.message == ("compute unavailable: op-model: ATC could not build Add for Ascend910B3 (exit 1): ATC run "
+                               "failed: op type Add is not found in the operator library for Ascend910B3 (simulated: "
+                               "acl_runtime.operators is false); aclnn: no aclnn libraries; aclop: no operator API "
+                               "library")

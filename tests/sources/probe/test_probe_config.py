@@ -6,7 +6,7 @@ import sys
 import pytest
 
 from npumon.config.errors import ConfigError
-from npumon.config.load import load_config, parse_config
+from npumon.settings import load_config, parse_config
 from npumon.sources.probe.config import ProbeConfig
 from npumon.sources.probe.launch import PACKAGE_PARENT, child_argv, child_command, child_environment
 
@@ -102,7 +102,7 @@ def test_another_python_gets_the_npumon_package_on_its_path(tmp_path):
 
 
 def test_simulation_gets_the_simulated_runtime_and_nothing_of_a_real_install():
-    argv, env = child_command(ProbeConfig(python="/usr/bin/python3.7"), "/usr/local/Ascend", {}, "/sim/acl")
+    argv, env = child_command(ProbeConfig(python="/usr/bin/python3.7"), "/usr/local/Ascend", {}, "/state", "/sim/acl")
     assert argv[:3] == [sys.executable, "-m", "npumon.sources.probe.child"]
     assert env == {"PYTHONPATH": "/sim/acl"}
 

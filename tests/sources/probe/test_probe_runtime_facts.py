@@ -14,7 +14,7 @@ from npumon.sources.probe import runtime_view
 from npumon.sources.probe.child import parse_arguments, probe
 from npumon.sources.probe.config import ProbeConfig
 from npumon.sources.probe.launch import child_command
-from npumon.sources.probe.outcome import read_outcome, runtime_entries
+from npumon.sources.probe.outcome import read_outcomes, runtime_entries
 from npumon.sources.probe.runtime_facts import FACT_NAMES
 from npumon.sources.probe.stages import Stages
 from npumon.sources.runner import CommandRunner
@@ -154,10 +154,11 @@ def test_a_stand_in_older_pyacl_yields_unsupported_through_the_real_child(tmp_pa
     scenario = tmp_path / "scenario.yaml"
     scenario.write_text("product: atlas-300i-duo\n")
     sim = prepare_simulation(str(tmp_path / "sim"), str(scenario))
-    argv, env = child_command(ProbeConfig(acl_python_path=str(site)), "/nonexistent/Ascend", os.environ)
+    argv, env = child_command(ProbeConfig(acl_python_path=str(site), compute=False), "/nonexistent/Ascend",
+                              os.environ, str(tmp_path / "state"))
     env.update(sim.env)
     result = CommandRunner(argv, 20.0, 1, env=env).run(["--device", "1"], priority=True)
-    outcome = read_outcome(result)
+    outcome = read_outcomes(result, [1], 20.0)[1]
     assert outcome.state == "ok", (outcome, result.stderr[-2000:])
     statuses = {name: entry["status"] for name, entry in outcome.runtime.items()}
     assert statuses.pop("device_count") == statuses.pop("soc_name") == statuses.pop("hbm_free_bytes") == "ok"

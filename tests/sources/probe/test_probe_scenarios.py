@@ -101,6 +101,7 @@ def test_the_probe_slow_scenario_slows_one_chip_after_half_an_hour_within_the_pr
     ("{slow: rt.sleep, delay_seconds: 1}", ":5: chips.overrides[0].probe.slow: must be one of rt.set_device"),
     ("{slow: rt.memcpy}", ":5: chips.overrides[0].probe.delay_seconds: slow and delay_seconds go together"),
     ("{delay_seconds: 2}", ":5: chips.overrides[0].probe.slow: slow and delay_seconds go together"),
+    ("{crash: rt.sleep}", ":5: chips.overrides[0].probe.crash: must be one of rt.set_device"),
 ])
 def test_bad_slow_plans_name_file_line_and_key(tmp_path, probe_text, expected):
     path = tmp_path / "mine.yaml"

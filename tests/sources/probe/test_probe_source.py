@@ -2,12 +2,13 @@
 the source's status say. The child and npu-smi are replaced by functions; the clock is the test's."""
 
 import json
+import os
 import random
 import threading
 import time
 
 from npumon.sources.target import Target
-from npumon.config.schema import Config
+from npumon.settings import Config
 from npumon.model import ChipSample, HostSample
 from npumon.sources.probe.config import ProbeConfig
 from npumon.sources.base import Parts, SourceContext
@@ -35,34 +36,44 @@ class Clock:
 
 
 class FakeChild:
-    """Answers like the probe child; `states` maps a logical id to the state it reports."""
+    """Answers like the probe child, one report line per `--device`; `states` maps a logical id to the state it
+    reports. `calls`: the devices probed, in order; `spawns`: the devices of each child started."""
 
     def __init__(self, states=None, seconds=0.1, sleep=0.0):
         self.states = states or {}
         self.seconds = seconds
         self.sleep = sleep
         self.calls = []
+        self.spawns = []
+        self.arguments = []
         self.running = 0
         self.most_running = 0
         self._lock = threading.Lock()
 
     def __call__(self, args, timeout):
-        device = int(args[args.index("--device") + 1])
+        devices = [int(args[index + 1]) for index, word in enumerate(args) if word == "--device"]
         with self._lock:
-            self.calls.append(device)
+            self.calls.extend(devices)
+            self.spawns.append(devices)
+            self.arguments.append((list(args), timeout))
             self.running += 1
             self.most_running = max(self.most_running, self.running)
         time.sleep(self.sleep)
         with self._lock:
             self.running -= 1
-        state = self.states.get(device, "ok")
-        report = {"schema": "npumon.probe/v1", "kind": "acl", "device": device, "state": state,
-                  "stages": {"init": self.seconds / 2, "memcpy": self.seconds / 2},
-                  "failed_stage": "memcpy" if state == "failed" else None,
-                  "error_code": 507053 if state == "failed" else None,
-                  "reason": "acl_error" if state == "failed" else None,
-                  "message": {"failed": "acl.rt.memcpy returned 507053", "unavailable": "No module named 'acl'"}.get(state)}
-        return CommandResult(["child"] + list(args), 0, json.dumps(report) + "\n", "", self.sleep)
+        lines = []
+        for device in devices:
+            state = self.states.get(device, "ok")
+            lines.append(json.dumps({
+                "schema": "npumon.probe/v1", "kind": "acl", "device": device, "state": state,
+                "stages": {"init": self.seconds / 2, "memcpy": self.seconds / 2},
+                "failed_stage": "memcpy" if state == "failed" else None,
+                "error_code": 507053 if state == "failed" else None,
+                "reason": "acl_error" if state == "failed" else None,
+                "message": {"failed": "acl.rt.memcpy returned 507053",
+                            "unavailable": "No module named 'acl'"}.get(state)}))
+        stderr = "".join("npumon-probe: device {}\n".format(device) for device in devices)
+        return CommandResult(["child"] + list(args), 0, "".join(line + "\n" for line in lines), stderr, self.sleep)
 
 
 class FakeNpuSmi:
@@ -257,7 +268,7 @@ def test_unavailable_runtime_stops_the_round_and_is_not_a_failure():
     source, clock = make_source(child, max_concurrent=1)
     fleet = chips(3, with_ids=True)
     source.probe_due(fleet)
-    assert child.calls == [0]  # the runtime is missing for every chip alike
+    assert child.spawns == [[0, 1, 2]]  # one process finds the runtime missing, for every chip alike
     assert [p.state for p in probes(source, fleet, clock.now)] == ["unavailable"] * 3
     status = source.status(clock.now)
     assert (status.ok, status.unsupported, status.error) == (False, True, "unavailable: No module named 'acl'")
@@ -278,17 +289,32 @@ def test_a_probe_that_cannot_start_is_a_source_problem_not_a_chip_failure():
     assert probes(source, fleet, clock.now)[0].state == "skipped"
 
 
-def test_concurrency_is_bounded_and_the_round_deadline_holds():
+def test_the_due_chips_are_split_into_one_child_per_slot_each_bounded_by_the_round():
     child = FakeChild(sleep=0.3)
     source, _ = make_source(child, max_concurrent=2, timeout_seconds=0.5, round_timeout_seconds=1.0)
     fleet = chips(6, with_ids=True)
     started = time.monotonic()
     source.probe_due(fleet)
-    assert time.monotonic() - started < 1.5
-    assert child.most_running == 2
-    assert len(child.calls) == 4  # two waves of two; a third would end after the round's deadline
-    states = [p.state for p in probes(source, fleet, T0)]
-    assert states.count("ok") == 4 and states.count("skipped") == 2
+    ended = time.monotonic()
+    assert ended - started < 1.5
+    assert child.spawns == [[0, 1, 2], [3, 4, 5]] and child.most_running == 2
+    for args, timeout in child.arguments:
+        assert args[args.index("--device-timeout") + 1] == "0.5"  # each chip's own deadline: the child's watchdog
+        not_after = float(args[args.index("--not-after") + 1])  # the round's deadline, as time.monotonic()
+        assert started + 1.0 <= not_after <= ended + 1.0
+        assert timeout <= 1.0 + 2.0  # killed past the round's deadline only if the watchdog could not end it
+    assert [p.state for p in probes(source, fleet, T0)] == ["ok"] * 6
+
+
+def test_a_round_over_sixteen_chips_starts_one_child_per_slot():
+    child = FakeChild()
+    source, _ = make_source(child, max_concurrent=1)
+    source.probe_due(chips(16, with_ids=True))
+    assert child.spawns == [list(range(16))]
+    child = FakeChild()
+    source, _ = make_source(child, max_concurrent=3)
+    source.probe_due(chips(16, with_ids=True))
+    assert [len(devices) for devices in child.spawns] == [6, 5, 5] and sorted(child.calls) == list(range(16))
 
 
 def test_results_go_stale_after_two_intervals():
@@ -310,12 +336,14 @@ def test_the_probe_is_built_when_enabled_with_the_one_npu_smi_runner():
     assert source.name == "probe" and source.settings.kind == "acl" and source._npu_smi_runner is runner
 
 
-def test_simulated_targets_use_the_simulated_runtime_and_no_model():
+def test_a_target_with_its_own_pyacl_runs_it_and_no_model(tmp_path):
     from npumon.sources.probe.config import ProbeModelConfig
 
     config = Config(probe=ProbeConfig(kind="torch", model=ProbeModelConfig(path="/x.om")))
-    source = ProbeSource(config, Target(["npu-smi"], {"NPUMON_SIM_STATE": "/tmp/x"}, "/", simulated=True))
+    source = ProbeSource(config, Target(["npu-smi"], {"NPUMON_SIM_STATE": "/tmp/x"}, "/", acl_dir=str(tmp_path)))
     assert (source.settings.kind, source.settings.model) == ("acl", None)
+    assert source._child_runner._extra_env["PYTHONPATH"].split(os.pathsep)[0] == str(tmp_path)
+    assert source._child_runner._extra_env["NPUMON_SIM_STATE"] == "/tmp/x"  # the target's env goes along
 
 
 def test_an_npu_smi_without_info_m_makes_the_probe_unavailable_not_down():

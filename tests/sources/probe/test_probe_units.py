@@ -13,7 +13,7 @@ import pytest
 from npumon.sources.probe import aclcodes
 from npumon.sources.probe.child import parse_arguments, probe
 from npumon.sources.probe.compare import byte_mismatch, copy_pattern, value_mismatch
-from npumon.sources.probe.outcome import ProbeLaunchError, read_outcome, stage_progress
+from npumon.sources.probe.outcome import ProbeLaunchError, read_outcomes
 from npumon.sources.probe.samples import baseline_seconds, probe_sample
 from npumon.sources.probe.stages import Stages
 from npumon.sim.pyacl import SimulatedAcl
@@ -92,6 +92,11 @@ def test_find_code_in_torch_npu_messages():
 # -- reading the child's output ----------------------------------------------------------------------------
 
 
+def read_outcome(result, device=0):
+    """The outcome of a child asked to probe `device` alone."""
+    return read_outcomes(result, [device], 30.0)[device]
+
+
 def result(stdout="", stderr="", returncode=0, timed_out=False, error=None, duration=0.5):
     return CommandResult(["python"], None if timed_out else returncode, stdout, stderr, duration,
                          timed_out=timed_out, error=error)
@@ -110,9 +115,9 @@ def test_the_report_is_the_last_json_line_after_runtime_noise():
         ("ok", {"init": 0.25}, "Ascend910B3", 20)
 
 
-def test_stage_progress():
-    assert stage_progress(PROGRESS + "junk\nnpumon-probe: done memcpy x\n") == ({"init": 0.25}, "memcpy")
-    assert stage_progress("") == ({}, None)
+def test_stage_lines_give_the_finished_stages_and_the_one_under_way():
+    outcome = read_outcome(result(stderr=PROGRESS + "junk\nnpumon-probe: done memcpy x\n", returncode=1))
+    assert (outcome.stage_seconds, outcome.failed_stage) == ({"init": 0.25}, "memcpy")
 
 
 def test_a_timeout_names_the_stage_it_hung_in():

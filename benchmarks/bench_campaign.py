@@ -1,0 +1,114 @@
+"""The fault campaign benchmark (issue 33): make a campaign, or play one on a simulated fleet and print its figures.
+
+    python3 benchmarks/bench_campaign.py generate --hosts 50 --injections 200 --minutes 30 > campaigns/fleet-50.yaml
+    python3 benchmarks/bench_campaign.py run campaigns/fleet-50.yaml --dir /tmp/campaign
+
+`generate` is deterministic (--seed): every class in turn, each on a host and chip not used before (a sticky
+finding, a driver fault held until acknowledged, would stay on a chip into its next fault), host-wide faults
+on hosts of their own, a fifth of the hosts left healthy, each injection long enough for its rule's `for:`
+plus a poll and a minute. `run` is `npumon fleet-sim --campaign` plus the machine's load and the wall time;
+results go to benchmarks/results/campaign.md by hand, with the machine and date.
+"""
+
+import argparse
+import os
+import random
+import subprocess
+import sys
+import time
+
+import yaml
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from npumon.sim.campaign import CLASSES, PRODUCT, check_campaign, rule_budgets  # noqa: E402
+from npumon.sim.products import get_product  # noqa: E402
+
+
+def generate(hosts: int, injections: int, minutes: float, seed: int, time_scale: float, settle: float) -> dict:
+    rng = random.Random(seed)
+    span = minutes * 60.0
+    budgets = rule_budgets()
+    chips = [slot.device_id for slot in get_product(PRODUCT).slots()]
+    faulty_hosts = list(range(1, hosts - hosts // 5 + 1))
+    free = {host: list(chips) for host in faulty_hosts}  # (host, chip) pairs never used yet
+    host_wide_free = list(faulty_hosts)
+    busy = {host: [] for host in faulty_hosts}  # (start, end) of host-wide faults, and of any fault
+    names = sorted(CLASSES)
+    result = []
+    for index in range(injections * 3):  # some draws find no room; stop at the count
+        if len(result) == injections:
+            break
+        fault = CLASSES[names[index % len(names)]]
+        # long enough for the rule (wall seconds, times the scale) and a minute more; simulated seconds
+        duration = round((budgets[fault.name] + 60.0) * time_scale / 10.0) * 10.0
+        start = round(rng.uniform(0.0, max(0.0, span - duration)) / 10.0) * 10.0
+        end = start + duration
+        if fault.device is None:
+            candidates = [h for h in host_wide_free if not any(s < end and start < e for s, e, _ in busy[h])]
+            if not candidates:
+                continue
+            host = rng.choice(candidates)
+            host_wide_free.remove(host)
+            busy[host].append((start, end, True))
+            result.append({"host": host, "class": fault.name, "start": start, "duration": duration})
+            continue
+        candidates = [h for h in faulty_hosts if len(free[h]) >= fault.chips
+                      and not any(s < end and start < e for s, e, wide in busy[h] if wide)]
+        if not candidates:
+            continue
+        host = rng.choice(candidates)
+        picked = sorted(rng.sample(free[host], fault.chips))
+        for chip in picked:
+            free[host].remove(chip)
+        busy[host].append((start, end, False))
+        if host in host_wide_free and fault.chips > 1:
+            host_wide_free.remove(host)  # a job's processes would outlive a host-wide fault's window
+        injection = {"host": host}
+        injection.update({"chips": picked} if fault.chips > 1 else {"chip": picked[0]})
+        injection.update({"class": fault.name, "start": start, "duration": duration})
+        result.append(injection)
+    result.sort(key=lambda item: (item["start"], item["host"]))
+    document = {"description": "{} injections over {:g} simulated minutes on {} hosts ({} left healthy), seed {}"
+                .format(len(result), minutes, hosts, hosts - len(faulty_hosts), seed),
+                "hosts": hosts, "time_scale": time_scale, "settle": settle, "injections": result}
+    check_campaign(document, "generated")
+    return document
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    make = commands.add_parser("generate", help="print a campaign")
+    make.add_argument("--hosts", type=int, default=50)
+    make.add_argument("--injections", type=int, default=200)
+    make.add_argument("--minutes", type=float, default=30.0)
+    make.add_argument("--time-scale", type=float, default=1.0)
+    make.add_argument("--seed", type=int, default=33)
+    make.add_argument("--settle", type=float, default=120.0, help="simulated seconds after the last fault ends")
+    play = commands.add_parser("run", help="play a campaign and print its figures")
+    play.add_argument("campaign")
+    play.add_argument("--dir", required=True)
+    play.add_argument("--base-port", type=int, default=21100)
+    args = parser.parse_args()
+    if args.command == "generate":
+        document = generate(args.hosts, args.injections, args.minutes, args.seed, args.time_scale, args.settle)
+        flow = [yaml.safe_dump(item, default_flow_style=True, sort_keys=False).strip() for item in document["injections"]]
+        head = {key: value for key, value in document.items() if key != "injections"}
+        print("# made by: python3 benchmarks/bench_campaign.py generate --hosts {} --injections {} --minutes {:g} "
+              "--time-scale {:g} --seed {} --settle {:g}".format(args.hosts, args.injections, args.minutes, args.time_scale,
+                                                                 args.seed, args.settle))
+        print(yaml.safe_dump(head, sort_keys=False, width=200).strip())
+        print("injections:")
+        print("\n".join("  - " + line for line in flow))
+        return 0
+    started, load = time.time(), open("/proc/loadavg").read().split()[:3]
+    code = subprocess.call([sys.executable, "-m", "npumon.cli.main", "fleet-sim", "--campaign", args.campaign,
+                            "--no-prometheus", "--dir", args.dir, "--base-port", str(args.base_port)])
+    print("wall {:.0f} s; load before {}, after {}; {} cores".format(
+        time.time() - started, " ".join(load), " ".join(open("/proc/loadavg").read().split()[:3]), os.cpu_count()))
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
