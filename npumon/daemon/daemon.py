@@ -60,6 +60,10 @@ from .wakeup import SignalWakeup
 
 log = logging.getLogger(__name__)
 
+# A judged tier's poll (Tier.judged) is judged this long after it ends, so that the tiers ending together are
+# judged once; not when the primary tier polls (and judges) within JUDGE_SKIP_SECONDS anyway.
+JUDGE_DELAY_SECONDS = 0.5
+JUDGE_SKIP_SECONDS = 3.0
 STOP_GRACE_SECONDS = 3.0  # SIGTERM to exit, well inside the promised 5 s and the unit's TimeoutStopSec
 class Daemon:
     def __init__(self, config: Config, target: Target, listen: Optional[str] = None,
@@ -230,11 +234,25 @@ class Daemon:
         retry = collection.poll(tier)
         if retry is not None:
             self.jobs.run_soon(tier, retry)
-        if tier == collection.primary().name:
+        primary = collection.primary().name
+        if tier == primary:
             self._publish(collection)
+        elif collection.judged(tier):
+            self._judge_soon(primary)
 
-    def _publish(self, collection: SourceSet) -> None:
-        """Judge a new snapshot, hand it to the services, then publish it."""
+    def _judge_soon(self, primary: str) -> None:
+        """A judged tier polled: judge the rules on its readings now rather than at the primary's next pass (a
+        driver fault read by the kernel log would otherwise wait up to a table interval to become a finding)."""
+        due = self.jobs.seconds_to_next_run(primary)
+        if due is not None and due < JUDGE_SKIP_SECONDS:
+            return
+        # on the primary tier's thread: one pass at a time, never beside the primary's own
+        self.jobs.once_soon("judge", JUDGE_DELAY_SECONDS, self._publish, self.collection, True, executor="primary")
+
+    def _publish(self, collection: SourceSet, early: bool = False) -> None:
+        """Judge a new snapshot, hand it to the services, then publish it. `early`: a judged tier's pass
+        between the primary's; it publishes only when a finding fires or resolves, and is not the primary's
+        progress."""
         engine, services = self.engine, self.services
         if collection is not self.collection:
             return  # reloaded meanwhile with new collection settings: the new collection's primary job follows
@@ -244,6 +262,8 @@ class Daemon:
         primary = snapshot.sources.get(collection.primary().name)
         findings = guarded("rules", engine.evaluate, snapshot, snapshot.time)
         transitions = guarded("rules", engine.transitions) or []
+        if early and not transitions:
+            return  # nothing new to say: the primary's next pass publishes as usual
         previous = self.state()
         if findings is None:  # the rules failed (logged): keep showing what they said last
             findings = previous.findings
@@ -256,8 +276,8 @@ class Daemon:
         services.verdict(verdict)  # the cluster hand-off sinks only take it; they send from their own jobs
         with self._lock:
             self._state = DaemonState(snapshot=snapshot, findings=findings, acknowledged=acknowledged, verdict=verdict,
-                                      last_progress=time.monotonic(),
-                                      started=previous.started, polls=previous.polls + 1,
+                                      last_progress=previous.last_progress if early else time.monotonic(),
+                                      started=previous.started, polls=previous.polls + (0 if early else 1),
                                       primary_answered=previous.primary_answered or bool(primary and primary.ok))
         for server in (self.web, self.npu_exporter_web):  # rendered ahead where scrapers take every snapshot
             if server is not None and isinstance(server.registry, ExpositionRegistry):

@@ -115,6 +115,21 @@ class Jobs:
         except JobLookupError:  # removed by a reload or a stop meanwhile
             pass
 
+    def once_soon(self, job_id: str, seconds: float, func: Callable, *args, executor: str = "default") -> None:
+        """Run func(*args) once, `seconds` from now, unless that job is already waiting to run: what asks
+        for it again meanwhile is served by the same run."""
+        if self.scheduler.get_job(job_id) is not None:
+            return
+        self.scheduler.add_job(self._run, "date", args=(job_id, func) + args, run_date=utc_in(seconds), id=job_id,
+                               executor=executor, replace_existing=True)
+
+    def seconds_to_next_run(self, job_id: str) -> Optional[float]:
+        """Seconds until the job's next run (negative: overdue), or None for a job not scheduled."""
+        job = self.scheduler.get_job(job_id)
+        if job is None or job.next_run_time is None:
+            return None
+        return (job.next_run_time - datetime.datetime.now(datetime.timezone.utc)).total_seconds()
+
     def remove_all(self) -> None:
         self.scheduler.remove_all_jobs()
         self._default_jobs.clear()

@@ -61,6 +61,9 @@ class FaultClass:
     drop: Tuple[str, ...] = ()  # keys of the scenario's override left out (another class's fault)
     chips: int = 1  # how many chips an injection names
     isolates: bool = True  # its chips may rightly go out of service (a job's fault must not take them out)
+    # seconds its rule's expression needs the fault's readings to hold before `for:` starts counting (chip-hung
+    # compares a minute of memory and process samples: a job that just hung has not been still for a minute)
+    steady: float = 0.0
 
 
 # Every class of issue 33 the simulator can express. Not expressed: a DCMI library hang (the simulated
@@ -79,7 +82,8 @@ CLASSES = {c.name: c for c in (
                "network.optical_seconds"),
     FaultClass("hccs-lane-degraded", "hccs-degraded", 3, ("hccs-lanes-degraded",), ("inspect_hardware",),
                "poll.hccs_seconds"),
-    FaultClass("hung-chip", "hung-chip", 3, ("chip-hung",), ("restart_workload",), "processes.interval_seconds"),
+    FaultClass("hung-chip", "hung-chip", 3, ("chip-hung",), ("restart_workload",), "processes.interval_seconds",
+               steady=60.0),
     FaultClass("dstate-hang", "dstate-hang", 5, ("chip-dstate",), ("reboot_host",), "processes.interval_seconds"),
     FaultClass("heartbeat-lost", "heartbeat-lost", 2, ("driver-device-fault", "driver-fault-repeating"),
                ("inspect_hardware", "reset_npu"), "faults.interval_seconds"),
@@ -133,10 +137,11 @@ PASS_SECONDS = 2.0
 
 def rule_budgets(config: Dict[str, Any] = HOST_CONFIG) -> Dict[str, float]:
     """class -> seconds a finding may take: the shortest `for:` among its rules (the first that can name the
-    fault), plus one poll of the source that sees it, plus the pass."""
+    fault), plus what its expression needs to be steady first, plus one poll of the source that sees it, plus
+    the pass (the daemon judges soon after each poll of a judged tier, Tier.judged)."""
     rules = {rule.id: rule for rule in load_rules()[0]}
-    return {name: min(rules[rule].for_seconds for rule in fault.rules) + poll_seconds(config, fault.poll)
-            + PASS_SECONDS for name, fault in CLASSES.items()}
+    return {name: min(rules[rule].for_seconds for rule in fault.rules) + fault.steady
+            + poll_seconds(config, fault.poll) + PASS_SECONDS for name, fault in CLASSES.items()}
 
 
 # ------------------------------------------------------------------------------------------ the file

@@ -50,6 +50,9 @@ class Tier:
     # a sweep of what hardly changes, one call at a time: the daemon runs all such tiers of the shared npu-smi
     # runner on one thread of their own, so they never hold the threads the other tiers' calls need
     background: bool = False
+    # it reads faults a rule fires on (a driver fault, an ECC count, a link): the daemon judges the rules soon
+    # after each of its polls instead of at the primary tier's next pass, up to a table interval later
+    judged: bool = False
 
 
 @dataclass(frozen=True)
@@ -256,6 +259,7 @@ class SingleTierSource(Generic[T]):
     read(chips) -> value (raise SourceError for a one-line failure) and contribute()."""
 
     name = ""
+    judged = False  # Tier.judged of its one tier
 
     def __init__(self, interval: float, max_age: float, clock: Callable[[], float] = time.time):
         self.interval = interval
@@ -266,7 +270,7 @@ class SingleTierSource(Generic[T]):
         self.repeats = self.recorder.repeats  # its failure lines: once per cause and interval, with a count
 
     def tiers(self) -> Sequence[Tier]:
-        return [Tier(self.name, self.interval)]
+        return [Tier(self.name, self.interval, judged=self.judged)]
 
     def read(self, chips: Sequence[ChipSample]) -> T:
         raise NotImplementedError

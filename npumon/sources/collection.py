@@ -78,6 +78,10 @@ class SourceSet:
         """Whether the tier's calls go through the shared npu-smi runner, and so wait for its slots."""
         return getattr(self._tiers[tier][1], "runner", None) is self.npu_smi
 
+    def judged(self, tier: str) -> bool:
+        """Whether the rules should be judged soon after a poll of this tier (Tier.judged)."""
+        return self._tiers[tier][0].judged
+
     def primary(self) -> Tier:
         return self.tiers()[0]
 

@@ -350,3 +350,21 @@ def test_logs_carry_priorities_only_when_stderr_is_the_journal(monkeypatch):
     assert plain_line.endswith(" WARNING npumon.test: disk full") and plain_line[:4].isdigit()
     monkeypatch.delenv("JOURNAL_STREAM", raising=False)
     assert not stderr_is_journal()
+
+
+def test_a_judged_tier_is_judged_at_once_not_at_the_next_table_pass(tmp_path, running):
+    # the main table (which judges) every 20 s; the kernel log, a judged tier, every 0.3 s: its driver faults
+    # become findings within a second or two of being read, not a table interval later
+    simulation = prepare_simulation(str(tmp_path / "sim"), "heartbeat-lost")
+    config = fast_config(tmp_path, "faults: {interval_seconds: 0.3}\nprobe: {enabled: false}\n")
+    config.write_text(config.read_text().replace("table_seconds: 0.2", "table_seconds: 20"))
+    daemon = Daemon(load(config), simulated_target(simulation), listen="127.0.0.1:0")
+    assert daemon.collection.judged("kmsg") and not daemon.collection.judged("host")
+    running(daemon)
+
+    def driver_fault():
+        rules = {(finding.rule, finding.subject) for finding in daemon.state().findings}
+        return ("driver-device-fault", "npu2/chip0") in rules
+    wait_until(driver_fault, timeout=10, interval=0.1, what="driver-device-fault from the kernel log")
+    state = daemon.state()
+    assert state.polls == 1  # the one table pass at the start: the finding came from the kernel log's pass

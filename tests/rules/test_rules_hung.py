@@ -56,6 +56,14 @@ def test_a_starved_chip_is_a_cpu_bottleneck_not_hung():
     assert rules_fired(hung(cpu=55.0, aicore=0.03)) == {("cpu-bottleneck", "host")}
 
 
+def test_frozen_processes_at_zero_are_never_named_a_cpu_bottleneck():
+    # chip-hung's own signals not all in yet (memory still moving): a chip whose feeders are frozen is not
+    # starved by the host, so nothing names it until chip-hung can (the campaign's hung chips were first
+    # reported as cpu-bottleneck for over a minute)
+    moving = hung(memory=lambda elapsed: HBM_TOTAL // 2 + int(elapsed) * 4096)
+    assert rules_fired(moving) == set()
+
+
 def test_an_inference_server_with_nothing_queued_is_waiting_not_hung():
     assert rules_fired(hung(queue=0.0)) == set()
 

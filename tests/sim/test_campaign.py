@@ -97,6 +97,14 @@ def test_every_class_composes_into_a_valid_scenario(tmp_path):
     assert set(rule_budgets()) == set(CLASSES)
 
 
+def test_a_budget_is_for_plus_steady_readings_plus_one_poll_plus_the_pass():
+    budgets = rule_budgets()
+    # overheat: temperature-critical, no `for:`, read by the main table every 15 s
+    assert budgets["overheat"] == 0 + 15 + 2
+    # chip-hung: `for: 5m` after a minute of still memory and processes, processes polled every 30 s
+    assert budgets["hung-chip"] == 300 + 60 + 30 + 2
+
+
 def test_every_host_hands_off_in_dry_run_under_its_own_name():
     extras = host_extras("campaign-07")
     assert extras["handoff"]["kubernetes"] == {"enabled": True, "dry_run": True, "node_name": "campaign-07",

@@ -54,6 +54,8 @@ TIERS = {
     NAME + ":optical": ("optical_seconds", ("-optical",), False),
     NAME + ":config": ("config_seconds", ("-ip", "-gateway", "-netdetect"), False),
 }
+# the tiers whose answers carry faults (link state and flaps, error counters, optical levels): judged soon after
+JUDGED_TIERS = frozenset((NAME, NAME + ":stat", NAME + ":optical"))
 MAX_PHY_ID = 99  # `-i` takes at most two digits (MAX_PHY_ID_LEN 2)
 FIRST_CHIPS_WAIT_SECONDS = 1.0
 WAIT_GRACE_TABLE_POLLS = 3  # npu-smi's table polls a tier may wait for the chips and not be down
@@ -140,7 +142,8 @@ class HccnSource:
         return float(getattr(self.settings, TIERS[tier][0]))
 
     def tiers(self) -> List[Tier]:
-        return [Tier(tier, self.interval(tier), quick=quick) for tier, (_, _, quick) in TIERS.items()]
+        return [Tier(tier, self.interval(tier), quick=quick, judged=tier in JUDGED_TIERS)
+                for tier, (_, _, quick) in TIERS.items()]
 
     def close(self) -> None:
         pass  # the runner is shared: whoever made it kills its calls

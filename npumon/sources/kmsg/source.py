@@ -49,6 +49,7 @@ ChipKey = Tuple[int, int]
 
 class KmsgSource(SingleTierSource[Dict[str, int]]):
     name = NAME
+    judged = True  # driver faults
 
     def __init__(self, config: FaultsConfig, root: str, state_dir: Optional[str], patterns: Sequence[Pattern],
                  clock=time.time, max_age: float = 120.0, device: Optional[KmsgDevice] = None,

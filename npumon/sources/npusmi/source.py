@@ -76,6 +76,8 @@ PER_CHIP_QUERIES = frozenset(("health", "volt", "identity", "hccs", "hccs_bw", "
 # Per-chip sweeps that take one slot at a time, never every slot for a minute: values that hardly change, and
 # the link queries (16 calls on an A3, each hccs-bw call holding its slot for the profiling window).
 BACKGROUND_QUERIES = frozenset(("volt", "identity", "hccs", "hccs_bw", "sio"))
+# the queries whose answers carry faults (health codes, ECC counts, HCCS/SIO link state): judged soon after
+JUDGED_QUERIES = frozenset(("health", "ecc", "hccs", "sio"))
 # hccs-bw measures over this window (npu-smi `-time`, 1-1000 ms; npu-exporter's -hccsBWProfilingTime default)
 HCCS_BW_PROFILING_MS = 200
 QUERY_OPTIONS = {"hccs_bw": ["-time", str(HCCS_BW_PROFILING_MS)]}
@@ -164,7 +166,8 @@ class NpuSmiSource:
         # The identity tier runs at once (every compat series needs its ids), then rarely.
         return [Tier(TABLE_SOURCE, self.table_interval, primary=True, first_run=0.0)] + [
             Tier(query_source_name(query), self.intervals.get(query, 0.0), quick=query in QUICK_QUERIES,
-                 first_run=0.0 if query == "identity" else None, background=query in BACKGROUND_QUERIES)
+                 first_run=0.0 if query == "identity" else None, background=query in BACKGROUND_QUERIES,
+                 judged=query in JUDGED_QUERIES)
             for query in QUERY_TYPES]
 
     def poll(self, tier: str, chips: Sequence[ChipSample] = ()) -> Optional[float]:

@@ -145,7 +145,7 @@ class ProcessesSource(SingleTierSource[Dict[Key, ChipProcesses]]):
 
     def tiers(self) -> Sequence[Tier]:
         # not in a quick `npumon check`: a new process costs a second sample, cpu_sample_seconds later
-        return [Tier(self.name, self.interval, quick=False)]
+        return [Tier(self.name, self.interval, quick=False, judged=True)]  # hung and D-state processes
 
     def _moment(self) -> float:
         """The time of a sample, /proc brought up to it first where the Target needs that."""
