@@ -14,17 +14,20 @@ any child) would steal the exit status that another part of npumon waits for. Or
 
 `kill -9` of npumon itself cannot run any of this, and a call it was waiting for may hang on. A restarted
 npumon kills those (kill_orphaned_calls): a marker names the npumon process that made the call, and a call
-whose npumon is gone has nobody left to wait for it. Under systemd the unit's KillMode=mixed kills them at
+whose npumon is gone has nobody left to wait for it. The marker also names the npumon instance, by its state
+directory (set_call_owner): a restarted instance kills what its own killed predecessor left, never the calls of
+another instance on the host whose process died (a second daemon, a `check` of another config). Under systemd the unit's KillMode=mixed kills them at
 once, with the service cgroup. (PR_SET_PDEATHSIG would end them with npumon, but only from a preexec_fn: it
 makes subprocess run Python's fork handlers around every call, from many threads, and one of them, the
 thread pools' shutdown lock, was seen released under a pool that held it.)
 """
 
+import hashlib
 import itertools
 import os
 import signal
 import threading
-from typing import Dict, Iterable, List, Optional, Set
+from typing import Dict, Iterable, List, Optional, Set, Tuple
 
 CALL_MARKER_ENV = "NPUMON_CALL"
 # A call's processes may still fork while they are being killed: look this many times at most.
@@ -32,34 +35,44 @@ KILL_ROUNDS = 3
 
 _sequence = itertools.count(1)
 _sequence_lock = threading.Lock()
+_owner = ""  # the instance this process's calls belong to (set_call_owner); "" until one is set
+
+
+def set_call_owner(state_dir: Optional[str]) -> None:
+    """This process's calls from now on belong to the npumon instance that keeps `state_dir`."""
+    global _owner
+    _owner = "" if not state_dir else hashlib.sha256(os.path.abspath(state_dir).encode()).hexdigest()[:12]
 
 
 def call_marker() -> str:
-    """A marker no other call of any npumon process carries: pid and sequence number."""
+    """A marker no other call of any npumon process carries: pid, sequence number and instance."""
     with _sequence_lock:
         number = next(_sequence)
-    return "{}.{}".format(os.getpid(), number)
+    return "{}.{}.{}".format(os.getpid(), number, _owner)
 
 
 def kill_orphaned_calls() -> int:
-    """SIGKILL to every process left by a call of an npumon process that is gone (killed with SIGKILL, or
-    crashed); how many were found. A call of a running npumon (a check next to the daemon) is never touched."""
+    """SIGKILL to every process left by a call of this instance's npumon process that is gone (killed with
+    SIGKILL, or crashed); how many were found. A call of a running npumon (a check next to the daemon), or of
+    another instance, is never touched."""
     prefix = (CALL_MARKER_ENV + "=").encode()
     orphans = set()
     for pid in _pids():
         maker = _call_maker(pid, prefix)
-        if maker is not None and maker != os.getpid() and not _alive(maker):
+        if maker is not None and maker[1] == _owner and maker[0] != os.getpid() and not _alive(maker[0]):
             orphans.add(pid)
     _kill_each(orphans)
     return len(orphans)
 
 
-def _call_maker(pid: int, prefix: bytes) -> Optional[int]:
-    """The pid of the npumon that made the call this process belongs to, from its marker; None if unmarked."""
+def _call_maker(pid: int, prefix: bytes) -> Optional[Tuple[int, str]]:
+    """(pid, instance) of the npumon that made the call this process belongs to, from its marker; None if
+    unmarked."""
     for variable in _environment(pid):
         if variable.startswith(prefix):
-            maker = variable[len(prefix):].split(b".", 1)[0]
-            return int(maker) if maker.isdigit() else None
+            maker, _, rest = variable[len(prefix):].partition(b".")
+            owner = rest.partition(b".")[2].decode("ascii", "replace")
+            return (int(maker), owner) if maker.isdigit() else None
     return None
 
 

@@ -17,6 +17,7 @@ from ..logrepeat import Repeats
 from ..model import ChipSample, HostSample, Snapshot
 from .base import AnyConfig, Parts, Source, SourceContext, SourceSpec, Tier
 from . import registry
+from .children import set_call_owner
 from .runner import CommandRunner
 from .target import Target
 
@@ -41,6 +42,7 @@ class SourceSet:
                                      max_concurrent or config.npu_smi_max_concurrent,
                                      env=target.env, priority_slots=1,
                                      spawn=target.spawn, max_output_bytes=config.npu_smi_max_output_bytes)
+        set_call_owner(config.state_dir)  # a restart of this instance kills what its killed predecessor's calls left
         context = SourceContext(config, target, self.npu_smi, clock, quick_pass, one_pass, sleep)
         self.sources: List[Source] = []
         self._chip_sources: List[Source] = []  # those whose contribute makes the chips (SourceSpec.lists_chips)

@@ -15,7 +15,7 @@ import pytest
 from npumon.config.errors import ConfigError
 from npumon.settings import parse_config
 from npumon.settings import Config
-from npumon.sources.children import kill_orphaned_calls
+from npumon.sources.children import kill_orphaned_calls, set_call_owner
 from npumon.sources.runner import MAX_OUTPUT_BYTES, CommandRunner
 
 PY = sys.executable
@@ -150,14 +150,19 @@ def test_what_a_call_that_ended_left_in_its_process_group_is_killed(marker):
 # with its runner outside systemd) until the next npumon kills what the dead one left.
 KILLED_RUNNER = textwrap.dedent("""\
     import sys
+    from npumon.sources.children import set_call_owner
     from npumon.sources.runner import CommandRunner
+    set_call_owner(sys.argv[2])  # the instance keeping this state directory
     print("running", flush=True)
     CommandRunner([sys.executable, "-c", "import time; time.sleep(120)", sys.argv[1]], timeout_seconds=60).run([])
     """)
 
 
-def test_the_calls_of_a_runner_killed_by_sigkill_are_killed_as_orphans(marker):
-    parent = subprocess.Popen([PY, "-c", KILLED_RUNNER, marker], stdout=subprocess.PIPE, start_new_session=True)
+def test_the_calls_of_a_runner_killed_by_sigkill_are_killed_as_orphans(marker, tmp_path):
+    state_dir = str(tmp_path / "state")
+    set_call_owner(state_dir)  # this process plays the restarted instance of the same state directory
+    parent = subprocess.Popen([PY, "-c", KILLED_RUNNER, marker, state_dir], stdout=subprocess.PIPE,
+                              start_new_session=True)
     bystander = CommandRunner([PY, "-c", "import time; time.sleep(3)", marker + "-bystander"], timeout_seconds=10)
     running = threading.Thread(target=bystander.run, args=([],))  # a call of a live npumon: never an orphan
     try:
@@ -171,6 +176,9 @@ def test_the_calls_of_a_runner_killed_by_sigkill_are_killed_as_orphans(marker):
         parent.wait(5)
         orphans = [pid for pid in marked(marker) if pid not in marked(marker + "-bystander")]
         assert len(orphans) == 1
+        set_call_owner(str(tmp_path / "another"))
+        assert kill_orphaned_calls() == 0  # another instance (a second daemon, a test beside this one) leaves them
+        set_call_owner(state_dir)
         assert kill_orphaned_calls() == 1
         deadline = time.monotonic() + 5
         while set(orphans) & set(marked(marker)) and time.monotonic() < deadline:
@@ -178,6 +186,7 @@ def test_the_calls_of_a_runner_killed_by_sigkill_are_killed_as_orphans(marker):
         assert not set(orphans) & set(marked(marker))
         assert marked(marker + "-bystander"), "the live runner's call was killed"
     finally:
+        set_call_owner(None)
         if parent.poll() is None:
             parent.kill()
             parent.wait(5)
