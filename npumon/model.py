@@ -300,7 +300,9 @@ class Finding:
         return data
 
 
-OPTIONAL_FINDING_KEYS = ("repair_action", "level", "chips")
+# left out of the JSON when None; repair_action is not among them: the contract gives it as null where a rule
+# has none, so a consumer can tell "no action" from an older npumon that never said
+OPTIONAL_FINDING_KEYS = ("level", "chips")
 
 
 def chip_json(chip: ChipSample) -> Dict[str, Any]:

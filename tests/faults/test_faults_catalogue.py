@@ -105,12 +105,12 @@ def test_health_findings_carry_the_most_severe_codes_level_and_repair_action(hea
     assert finding.to_json()["repair_action"] == "reset_npu"
 
 
-def test_findings_without_a_known_code_leave_the_keys_out():
+def test_findings_without_a_known_code_have_a_null_repair_action_and_no_level():
     rules, params = load_rules()
     chip = ChipSample(npu=0, chip=0, health="Warning", error_codes=["8DEAD000"])
     snapshot = Snapshot(time=100.0, host=HostSample(), chips=[chip], sources={})
     finding, = RuleEngine(rules, params, one_shot=True).evaluate(snapshot)
-    assert finding.repair_action is None and "repair_action" not in finding.to_json()
+    assert finding.repair_action is None and finding.to_json()["repair_action"] is None  # DESIGN.md: null
     assert "level" not in finding.to_json()
 
 
