@@ -64,6 +64,7 @@ log = logging.getLogger(__name__)
 # judged once; not when the primary tier polls (and judges) within JUDGE_SKIP_SECONDS anyway.
 JUDGE_DELAY_SECONDS = 0.5
 JUDGE_SKIP_SECONDS = 3.0
+JUDGE_DUE_MARGIN_SECONDS = 0.05  # after a `for:` runs out, so that the pass sees it run out
 STOP_GRACE_SECONDS = 3.0  # SIGTERM to exit, well inside the promised 5 s and the unit's TimeoutStopSec
 class Daemon:
     def __init__(self, config: Config, target: Target, listen: Optional[str] = None,
@@ -237,7 +238,7 @@ class Daemon:
         primary = collection.primary().name
         if tier == primary:
             self._publish(collection)
-        elif collection.judged(tier):
+        elif collection.wants_judgement(tier):
             self._judge_soon(primary)
 
     def _judge_soon(self, primary: str) -> None:
@@ -248,6 +249,18 @@ class Daemon:
             return
         # on the primary tier's thread: one pass at a time, never beside the primary's own
         self.jobs.once_soon("judge", JUDGE_DELAY_SECONDS, self._publish, self.collection, True, executor="primary")
+
+    def _judge_when_due(self, due: Optional[float], now: float) -> None:
+        """A rule's `for:` (or clear time) runs out at `due` (the snapshot clock): judge then, unless the
+        primary polls (and judges) just after anyway, so that a finding fires when its `for:` ends, not up to
+        a table interval later."""
+        if due is None or due <= now:
+            return
+        seconds = due - now + JUDGE_DUE_MARGIN_SECONDS
+        primary = self.jobs.seconds_to_next_run(self.collection.primary().name)
+        if primary is not None and seconds <= primary < seconds + JUDGE_SKIP_SECONDS:
+            return
+        self.jobs.once_at("judge-due", seconds, self._publish, self.collection, True, executor="primary")
 
     def _publish(self, collection: SourceSet, early: bool = False) -> None:
         """Judge a new snapshot, hand it to the services, then publish it. `early`: a judged tier's pass
@@ -262,6 +275,7 @@ class Daemon:
         primary = snapshot.sources.get(collection.primary().name)
         findings = guarded("rules", engine.evaluate, snapshot, snapshot.time)
         transitions = guarded("rules", engine.transitions) or []
+        self._judge_when_due(guarded("rules", engine.next_due), snapshot.time)
         if early and not transitions:
             return  # nothing new to say: the primary's next pass publishes as usual
         previous = self.state()

@@ -123,6 +123,11 @@ class Jobs:
         self.scheduler.add_job(self._run, "date", args=(job_id, func) + args, run_date=utc_in(seconds), id=job_id,
                                executor=executor, replace_existing=True)
 
+    def once_at(self, job_id: str, seconds: float, func: Callable, *args, executor: str = "default") -> None:
+        """Run func(*args) once, `seconds` from now, in place of the run that job had planned."""
+        self.scheduler.add_job(self._run, "date", args=(job_id, func) + args, run_date=utc_in(seconds), id=job_id,
+                               executor=executor, replace_existing=True)
+
     def seconds_to_next_run(self, job_id: str) -> Optional[float]:
         """Seconds until the job's next run (negative: overdue), or None for a job not scheduled."""
         job = self.scheduler.get_job(job_id)

@@ -114,6 +114,17 @@ class RuleEngine:
             self._report()
             return self.active()
 
+    def next_due(self) -> Optional[float]:
+        """The earliest time (evaluate's clock) at which a pending rule's `for:` or an active one's clear time
+        runs out, so that a pass then fires or resolves it on time instead of at the next poll; None if none."""
+        with self._lock:
+            due = [state.pending_since + self._for[rule][0] if state.finding is None
+                   else state.clear_since + self._for[rule][1]
+                   for (rule, _), state in self._states.items()
+                   if (state.pending_since if state.finding is None else state.clear_since) is not None
+                   and rule in self._for]
+            return min(due) if due else None
+
     def active(self) -> List[Finding]:
         """The reported findings: inhibited ones left out, host-wide causes once."""
         with self._lock:
@@ -229,6 +240,7 @@ class RuleEngine:
         self._sticky_rules = frozenset(rule.id for rule in rules if rule.sticky)
         self._inhibits = {rule.id: rule.inhibits for rule in rules if rule.inhibits}
         self._grouped = frozenset(rule.id for rule in rules if rule.group_host)
+        self._for = {rule.id: (rule.for_seconds, rule.clear_for_seconds) for rule in rules}
 
     def _report(self, announce: bool = True) -> None:
         """Work out what is reported now; its changes are the transitions."""

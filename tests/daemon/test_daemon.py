@@ -368,3 +368,22 @@ def test_a_judged_tier_is_judged_at_once_not_at_the_next_table_pass(tmp_path, ru
     wait_until(driver_fault, timeout=10, interval=0.1, what="driver-device-fault from the kernel log")
     state = daemon.state()
     assert state.polls == 1  # the one table pass at the start: the finding came from the kernel log's pass
+
+
+def test_a_finding_fires_when_its_for_runs_out_not_at_the_next_table_pass(tmp_path, sim, running, monkeypatch):
+    # the main table (which judges) every 20 s; a rule true from the first pass with `for: 1s` fires a second
+    # later, in a pass of its own, not 20 s later
+    rules = tmp_path / "rules.yaml"
+    rules.write_text("rules:\n  - {id: warm, subject: chip, expr: 'temperature_celsius > 0', for: 1s,"
+                     " severity: info, summary: warm, hint: warm}\n")
+    config = fast_config(tmp_path, "rule_files: [{}]\nprobe: {{enabled: false}}\n".format(rules))
+    config.write_text(config.read_text().replace("table_seconds: 0.2", "table_seconds: 20"))
+    daemon = Daemon(load(config), sim(), listen="127.0.0.1:0")
+    monkeypatch.setattr(daemon.collection, "judged", lambda tier: False)  # no judged tier's pass in between
+    running(daemon)
+    started = time.monotonic()
+
+    def warm():
+        return any(finding.rule == "warm" for finding in daemon.state().findings)
+    wait_until(warm, timeout=10, interval=0.05, what="the warm finding")
+    assert time.monotonic() - started < 10 and daemon.state().polls == 1

@@ -97,6 +97,17 @@ def test_for_delays_firing_and_since_is_when_it_started(engine_for):
     assert engine.transitions() == []
 
 
+def test_next_due_is_when_the_earliest_for_or_clear_time_runs_out(engine_for):
+    engine = engine_for()
+    assert engine.evaluate(snapshot(0)) == [] and engine.next_due() is None  # nothing pending
+    engine.evaluate(snapshot(10, [chip(temperature_celsius=81.0)]))
+    assert engine.next_due() == 70  # hot's `for: 1m` from 10
+    engine.evaluate(snapshot(70, [chip(temperature_celsius=81.0)], cpu=0.95))  # hot fires; slow-clear fires
+    assert engine.next_due() is None  # both active, neither clearing
+    engine.evaluate(snapshot(80, [chip(temperature_celsius=81.0)], cpu=0.5))
+    assert engine.next_due() == 200  # slow-clear's `clear_for: 2m` from 80; hot's clear does not hold
+
+
 def test_a_dip_or_a_missing_value_restarts_the_for_timer(engine_for):
     engine = engine_for()
     engine.evaluate(snapshot(0, [chip(temperature_celsius=81.0)]))

@@ -256,3 +256,32 @@ def test_polls_that_start_together_share_the_latest_snapshot_and_one_that_follow
         assert sources["other"].contributed == 1
     finally:
         collection.close()
+
+
+class _Flaky(_Counting):
+    """A source whose one tier is up or down after a poll as the test says."""
+
+    up = next_up = True
+
+    def poll(self, tier, chips):
+        self.up = self.next_up
+        return super().poll(tier, chips)
+
+    def statuses(self, now):
+        return {self.name: SourceStatus(ok=self.up)}
+
+
+def test_a_poll_that_takes_a_tier_down_or_back_asks_for_a_judgement_once(tmp_path):
+    sim = prepare_simulation(str(tmp_path / "sim"), "healthy", time_scale=0)
+    flaky = _Flaky("flaky")
+    collection = SourceSet(parse_config(""), simulated_target(sim), specs=[SourceSpec("flaky", lambda context: flaky)])
+    try:
+        collection.poll("flaky")
+        assert not collection.wants_judgement("flaky")  # up as before, and not a judged tier
+        flaky.next_up = False
+        collection.poll("flaky")
+        assert collection.wants_judgement("flaky") and not collection.wants_judgement("flaky")  # once
+        collection.poll("flaky")
+        assert not collection.wants_judgement("flaky")  # still down: nothing new
+    finally:
+        collection.close()
