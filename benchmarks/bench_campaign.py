@@ -31,7 +31,7 @@ from npumon.sim.products import get_product  # noqa: E402
 # draws it leaves as they were), as often as a first-round class at most, where the first round left room: adding
 # a class adds its injections to a shipped campaign and moves none of the others. A class that finds no room at
 # all gets one host added for it, numbered after the others (a short campaign keeps every host busy).
-LATER_CLASSES = ()
+LATER_CLASSES = ("dcmi-hang",)
 
 
 def generate(hosts: int, injections: int, minutes: float, seed: int, time_scale: float, settle: float) -> dict:
