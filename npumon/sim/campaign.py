@@ -15,9 +15,12 @@ built-in scenario's fault (CLASSES): its override for the faulty chip is moved o
 kernel-log lines are moved onto it and start at the injection, its ramps and steps are shifted so that they
 start there too, and host-wide classes bring the scenario's host, serving queue and npu-smi behaviour.
 At every start and end the runner composes each host's scenario from healthy plus its running injections,
-writes it to the host's own scenario file and switches the host to it (simulation.set_scenario).
+writes it to the host's own scenario file and switches the host to it (simulation.set_scenario). A class that
+hangs the DCMI library (dcmi-hang) sets the host's simulated libdcmi.so faults instead (sim/dcmi, faults.py),
+just before the switch: that host reads its chips through DCMI for the whole campaign (`collect.backend: dcmi`,
+the library built once for the fleet), every other host through npu-smi.
 
-The ground truth is JSON lines: one `campaign` line (hosts, time scale, start), one `injection` line per
+The ground truth is JSON lines: one `campaign` line (hosts, time scale, start, the DCMI hosts), one `injection` line per
 injection as it starts (host, chips, subjects, class, scenario, wall and simulated start and end, what it
 should produce), one `end` line. campaign_score.py scores it against the hosts' event histories.
 """
@@ -35,6 +38,7 @@ import yaml
 from ..model import chip_subject
 from ..rules.loader import load_rules
 from ..services.events.store import EventStore, EventStoreError, events_path
+from .dcmi import FakeDcmiBuildError, build_fake_library, set_dcmi_faults
 from .products import get_product
 from .scenario import scenario_path
 from .state import read_state, scenario_time
@@ -64,10 +68,10 @@ class FaultClass:
     # seconds its rule's expression needs the fault's readings to hold before `for:` starts counting (chip-hung
     # compares a minute of memory and process samples: a job that just hung has not been still for a minute)
     steady: float = 0.0
+    dcmi_hang: bool = False  # every DCMI call after dcmi_init hangs; its host reads the chips through DCMI
 
 
-# Every class of issue 33 the simulator can express. Not expressed: a DCMI library hang (the simulated
-# hosts read npu-smi; the fake libdcmi.so needs a C compiler and a build the fleet does not make).
+# Every class of issue 33.
 CLASSES = {c.name: c for c in (
     FaultClass("overheat", "overheat", 0, ("temperature-critical",), (None,), "poll.table_seconds"),
     FaultClass("hbm-ecc-multibit", "hbm-ecc-fault", 3, ("health-alarm", "ecc-uncorrectable", "driver-fault-repeating",
@@ -95,6 +99,11 @@ CLASSES = {c.name: c for c in (
     FaultClass("npu-smi-hang", "hang", None, ("source-down",), (None,), "max_age_seconds", host_subject=True),
     FaultClass("serving-starved-cpu", "cpu-bottleneck", None, ("cpu-bottleneck",), (None,), "poll.host_seconds",
                host_subject=True),
+    # npu-smi answers as on a healthy host. The DCMI source sweeps at the main table's interval and is down once
+    # a sweep outlives dcmi.timeout_seconds (its worker killed); the covered npu-smi queries come back meanwhile,
+    # so the chips keep their values: the host degrades, no chip goes out of service.
+    FaultClass("dcmi-hang", "healthy", None, ("source-down",), (None,), "poll.table_seconds+dcmi.timeout_seconds",
+               host_subject=True, isolates=False, dcmi_hang=True),
 )}
 
 # The hosts' polls: npumon's defaults where they are a minute or less, faster where a default (ECC 5 min,
@@ -108,26 +117,54 @@ HOST_CONFIG = {
     "faults": {"interval_seconds": 10, "hold_seconds": 120},
     "processes": {"interval_seconds": 30},
     "max_age_seconds": 45,
+    "dcmi": {"timeout_seconds": 10.0},  # npumon's default; only the DCMI hosts' configs carry the section
 }
 
 
-def host_extras(name: str, notify_url: Optional[str] = None) -> Dict[str, Any]:
+def host_extras(name: str, notify_url: Optional[str] = None, dcmi_library: Optional[str] = None) -> Dict[str, Any]:
     """A campaign host's config beyond its polls: HOST_CONFIG's other sections, the Kubernetes hand-off in dry
     run (it sends nothing and needs no cluster; each request it would send is a `handoff_action` event, which is
-    when the hand-off happened) and, given a URL, a webhook receiver (the campaign's, campaign_receiver.py)."""
-    extras = {key: value for key, value in HOST_CONFIG.items() if key not in ("poll", "network")}
+    when the hand-off happened), given a URL a webhook receiver (the campaign's, campaign_receiver.py) and, given
+    the fleet's simulated libdcmi.so, the DCMI backend reading it."""
+    extras = {key: value for key, value in HOST_CONFIG.items() if key not in ("poll", "network", "dcmi")}
     extras["handoff"] = {"kubernetes": {"enabled": True, "dry_run": True, "node_name": name, "interval_seconds": 10}}
     if notify_url:
         extras["notify"] = {"receivers": [{"name": "campaign", "type": "webhook", "url": notify_url}]}
+    if dcmi_library:
+        extras["collect"] = {"backend": "dcmi"}
+        extras["dcmi"] = dict(HOST_CONFIG["dcmi"], library=dcmi_library)
     return extras
 
 
+def dcmi_hosts(campaign: Dict[str, Any]) -> List[int]:
+    """The hosts (indices from 1) that read their chips through DCMI: those with a DCMI fault at any time."""
+    return sorted({i["host"] for i in campaign["injections"] if CLASSES[i["class"]].dcmi_hang})
+
+
+def fleet_dcmi_library(campaign: Dict[str, Any], where: str = "campaign",
+                       build: Callable[[], str] = build_fake_library) -> Optional[str]:
+    """The simulated libdcmi.so the campaign's DCMI hosts load, built once for the fleet (or found in build.py's
+    cache) before any host starts; None when no host needs it. One-line CampaignError when it cannot be built."""
+    if not dcmi_hosts(campaign):
+        return None
+    try:
+        return build()
+    except FakeDcmiBuildError as exc:
+        first = min((i for i in campaign["injections"] if CLASSES[i["class"]].dcmi_hang), key=lambda i: i["id"])
+        raise CampaignError("{}: injections[{}].class: {} needs the simulated libdcmi.so: {}".format(
+            where, first["id"], first["class"], exc)) from None
+
+
 def poll_seconds(config: Dict[str, Any], key: str) -> float:
-    """The interval `section.key` (or top-level `key`) of a host config (HOST_CONFIG's shape)."""
-    value: Any = config
-    for part in key.split("."):
-        value = value[part]
-    return float(value)
+    """The interval `section.key` (or top-level `key`) of a host config (HOST_CONFIG's shape); `a+b` adds two
+    (a source that sees the fault only after a poll and its deadline)."""
+    total = 0.0
+    for term in key.split("+"):
+        value: Any = config
+        for part in term.split("."):
+            value = value[part]
+        total += float(value)
+    return total
 
 
 # A poll's values become a finding at the end of the pass that reads them, and the switch to the fault lands
@@ -328,17 +365,21 @@ def subjects(injection: Dict[str, Any]) -> List[str]:
 
 class CampaignPlayer:
     """Plays a checked campaign on running simulated hosts: `switch(host index, scenario path)` is how a host
-    changes scenario (simulation.set_scenario on its state), `sim_dir(host index)` where its simulation lives.
-    The clock and sleep are parameters so that tests can run it on a fake clock."""
+    changes scenario (simulation.set_scenario on its state), `sim_dir(host index)` where its simulation lives,
+    `dcmi_faults(host index, hang)` how a DCMI host's library starts or stops hanging (default: set_dcmi_faults
+    on its simulation). The clock and sleep are parameters so that tests can run it on a fake clock."""
 
     def __init__(self, campaign: Dict[str, Any], names: Sequence[str], scenario_dir: str,
                  sim_dir: Callable[[int], str], switch: Callable[[int, str], Any], truth_path: str,
-                 clock: Callable[[], float] = time.time, sleep: Callable[[float], None] = time.sleep):
+                 clock: Callable[[], float] = time.time, sleep: Callable[[float], None] = time.sleep,
+                 dcmi_faults: Optional[Callable[[int, bool], Any]] = None):
         self.campaign = campaign
         self.names = list(names)
         self.scenario_dir = scenario_dir
         self.sim_dir = sim_dir
         self.switch = switch
+        self.dcmi_faults = dcmi_faults or self._set_dcmi_faults
+        self.dcmi_hosts = set(dcmi_hosts(campaign))
         self.truth_path = truth_path
         self.clock = clock
         self.sleep = sleep
@@ -387,6 +428,10 @@ class CampaignPlayer:
         fragment["host"] = injection["host"]
         return fragment
 
+    def _set_dcmi_faults(self, host: int, hang: bool) -> None:
+        # "*": every call but dcmi_init, as the `hang` behaviour does; a hung call is cut by the worker's deadline
+        set_dcmi_faults(self.sim_dir(host), hang=["*"] if hang else [])
+
     def _record(self, line: Dict[str, Any]) -> None:
         with open(self.truth_path, "a", encoding="utf-8") as handle:
             handle.write(json.dumps(line, sort_keys=True) + "\n")
@@ -396,7 +441,8 @@ class CampaignPlayer:
         scale = self.campaign["time_scale"]
         started = self.clock()
         self._record({"type": "campaign", "hosts": self.names, "time_scale": scale, "start": started,
-                      "description": self.campaign["description"]})
+                      "description": self.campaign["description"],
+                      "dcmi_hosts": [self.names[host - 1] for host in sorted(self.dcmi_hosts)]})
         moments = sorted({i["start"] for i in self.campaign["injections"]} |
                          {i["end"] for i in self.campaign["injections"]})
         running: Dict[int, Dict[str, Any]] = {}
@@ -414,7 +460,10 @@ class CampaignPlayer:
                     changed.add(injection["host"])
                     self._record(self._truth(injection, started, t0))
             for host in sorted(changed):
-                self.switch(host, self._write(host, [i for i in running.values() if i["host"] == host]))
+                on_host = [i for i in running.values() if i["host"] == host]
+                if host in self.dcmi_hosts:  # before the switch, which rewrites the library's state with them
+                    self.dcmi_faults(host, any(CLASSES[i["class"]].dcmi_hang for i in on_host))
+                self.switch(host, self._write(host, on_host))
         last = moments[-1] if moments else 0.0
         self._sleep_until(started + (last + self.campaign["settle"]) / scale)
         ended = self.clock()

@@ -402,14 +402,15 @@ def _run_campaign(args, prometheus: Optional[str], rules: Sequence[str]) -> int:
     """`fleet-sim --campaign FILE`: healthy hosts, the campaign played on them, the score. The directory is kept
     (the ground truth, the events and the score are the point of the run)."""
     # here, not at the top: `npumon fleet` imports this module, and the campaign brings in the rules and events
-    from .campaign import (CampaignError, CampaignPlayer, HOST_CONFIG, PRODUCT, host_events, host_extras, host_name,
-                           load_campaign, read_truth)
+    from .campaign import (CampaignError, CampaignPlayer, HOST_CONFIG, PRODUCT, dcmi_hosts, fleet_dcmi_library,
+                           host_events, host_extras, host_name, load_campaign, read_truth)
     from .campaign_receiver import NotificationReceiver
     from .campaign_score import render_markdown, score
     from .simulation import set_scenario
 
     try:
         campaign = load_campaign(args.campaign)
+        library = fleet_dcmi_library(campaign, args.campaign)  # built once here, not by each host
     except CampaignError as exc:
         print("npumon: --campaign: {}".format(exc), file=sys.stderr)
         return 2
@@ -421,8 +422,10 @@ def _run_campaign(args, prometheus: Optional[str], rules: Sequence[str]) -> int:
     names = [host_name(index + 1, count) for index in range(count)]
     scenarios = os.path.join(directory, "scenarios")
     receiver = NotificationReceiver()  # the hosts' on-call: when each alert arrived
+    on_dcmi = set(dcmi_hosts(campaign))
     hosts = [SimHost(name, os.path.join(scenarios, name + ".yaml"), PRODUCT,
-                     config=host_extras(name, receiver.url_for(name))) for name in names]
+                     config=host_extras(name, receiver.url_for(name), library if index + 1 in on_dcmi else None))
+             for index, name in enumerate(names)]
     fleet = Fleet(directory, hosts=hosts, base_port=args.base_port, prometheus=prometheus, rule_files=rules,
                   scrape_interval=args.scrape_interval, evaluation_interval=args.scrape_interval,
                   poll=HOST_CONFIG["poll"], network=HOST_CONFIG["network"], time_scale=campaign["time_scale"])

@@ -7,15 +7,21 @@ import random
 import socket
 import subprocess
 import sys
+import time
+import urllib.request
 
 import pytest
 import yaml
 
-from npumon.sim.campaign import (CLASSES, CampaignError, CampaignPlayer, check_campaign, chip_subjects,
-                                 fault_fragment, host_extras, load_campaign, read_truth, rule_budgets, shift,
-                                 subjects)
+from npumon.rules.loader import load_rules
+from npumon.sim.campaign import (CLASSES, HOST_CONFIG, PRODUCT, CampaignError, CampaignPlayer, check_campaign,
+                                 chip_subjects, compose, dcmi_hosts, fault_fragment, fleet_dcmi_library, host_events,
+                                 host_extras, load_campaign, poll_seconds, read_truth, rule_budgets, shift, subjects)
+from npumon.sim.campaign_score import score
+from npumon.sim.dcmi import FakeDcmiBuildError, dcmi_state_path, find_compiler
+from npumon.sim.fleet import Fleet, SimHost
 from npumon.sim.scenario import load_scenario
-from npumon.sim.simulation import prepare_simulation
+from npumon.sim.simulation import prepare_simulation, set_scenario
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SHIPPED = os.path.join(REPO, "campaigns")
@@ -114,6 +120,65 @@ def test_every_host_hands_off_in_dry_run_under_its_own_name():
     assert notify == {"receivers": [{"name": "campaign", "type": "webhook", "url": "http://127.0.0.1:9/campaign-07"}]}
 
 
+DCMI_HANG = {"host": 2, "class": "dcmi-hang", "start": 10, "duration": 30}
+
+
+def test_a_dcmi_hang_is_the_hosts_and_leaves_its_scenario_healthy():
+    with pytest.raises(CampaignError, match="class dcmi-hang is the host's: it takes no chip"):
+        campaign(dict(DCMI_HANG, chip=1))
+    with pytest.raises(CampaignError, match=r"injections\[1\]: overlaps injections\[0\] on host 2"):
+        campaign({"host": 2, "chip": 3, "class": "overheat", "start": 0, "duration": 20}, DCMI_HANG)
+    raw = yaml.safe_load(open(os.path.join(REPO, "npumon", "sim", "scenarios", "healthy.yaml")))
+    fragment = fault_fragment(CLASSES["dcmi-hang"], raw, [], 500.0, 30.0)
+    # npu-smi answers as on a healthy host: the hang is the library's alone (its faults, set by the player)
+    assert compose(raw, [fragment], "x") == compose(raw, [], "x")
+    assert subjects({"class": "dcmi-hang", "chips": []}) == ["host"] and not CLASSES["dcmi-hang"].isolates
+
+
+def test_only_a_host_with_a_dcmi_hang_runs_the_dcmi_backend_on_the_fleets_library():
+    checked = campaign({"host": 1, "chip": 3, "class": "overheat", "start": 0, "duration": 20}, DCMI_HANG,
+                       dict(DCMI_HANG, start=100))
+    assert dcmi_hosts(checked) == [2]
+    extras = host_extras("campaign-02", dcmi_library="/cache/libdcmi-1.so")
+    assert extras["collect"] == {"backend": "dcmi"}
+    assert extras["dcmi"] == {"library": "/cache/libdcmi-1.so", "timeout_seconds": 10.0}
+    assert "collect" not in host_extras("campaign-01") and "dcmi" not in host_extras("campaign-01")
+    built = []
+    assert fleet_dcmi_library(checked, build=lambda: built.append(1) or "/cache/libdcmi-1.so") == "/cache/libdcmi-1.so"
+    assert built == [1]  # once for the fleet
+    assert fleet_dcmi_library(campaign({"host": 1, "chip": 3, "class": "overheat", "start": 0, "duration": 20}),
+                              build=lambda: pytest.fail("built for a fleet that reads npu-smi")) is None
+
+
+def test_a_dcmi_hang_that_cannot_build_the_library_is_one_line():
+    def no_compiler():
+        raise FakeDcmiBuildError("cannot build the simulated libdcmi.so: no C compiler (set CC or install gcc)")
+    checked = campaign({"host": 1, "chip": 3, "class": "overheat", "start": 0, "duration": 20}, DCMI_HANG)
+    with pytest.raises(CampaignError) as error:
+        fleet_dcmi_library(checked, "c.yaml", build=no_compiler)
+    assert str(error.value) == ("c.yaml: injections[1].class: dcmi-hang needs the simulated libdcmi.so: cannot build "
+                                "the simulated libdcmi.so: no C compiler (set CC or install gcc)")
+
+
+def test_fleet_sim_without_a_compiler_refuses_a_dcmi_hang_in_one_line(cli, tmp_path, monkeypatch):
+    path = tmp_path / "dcmi.yaml"
+    path.write_text("hosts: 2\ninjections:\n  - {host: 2, class: dcmi-hang, start: 0, duration: 90}\n")
+    monkeypatch.delenv("CC", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    result = cli("fleet-sim", "--campaign", str(path), "--no-prometheus", "--dir", str(tmp_path / "run"))
+    assert result.returncode == 2 and not (tmp_path / "run").exists()
+    assert result.stderr == ("npumon: --campaign: {}: injections[0].class: dcmi-hang needs the simulated libdcmi.so: "
+                             "cannot build the simulated libdcmi.so: no C compiler (set CC or install gcc)\n"
+                             .format(path))
+
+
+def test_a_dcmi_hangs_budget_is_the_sweep_its_deadline_and_the_rules_for():
+    # the DCMI sweep runs at the main table's interval and is down once it outlives dcmi.timeout_seconds
+    assert poll_seconds(HOST_CONFIG, CLASSES["dcmi-hang"].poll) == 15 + 10.0
+    source_down = next(rule for rule in load_rules()[0] if rule.id == "source-down")
+    assert rule_budgets()["dcmi-hang"] == source_down.for_seconds + 25.0 + 2.0
+
+
 def test_subjects_are_the_chips_or_the_host():
     overheat = {"class": "overheat", "chips": [3]}
     assert subjects(overheat) == ["npu3/chip0"]
@@ -169,13 +234,58 @@ def test_playing_switches_hosts_at_starts_and_ends_and_writes_the_truth(tmp_path
     assert [line["type"] for line in lines] == ["campaign", "injection", "injection", "injection", "end"]
 
 
+def _hangs(sim_dir):
+    lines = open(dcmi_state_path(sim_dir)).read().splitlines()
+    return "fault.hang=*" in lines
+
+
+def test_a_dcmi_hang_hangs_its_hosts_library_for_its_duration_and_is_scored(tmp_path):
+    clock = FakeClock()
+    sims = {}
+    for host in (1, 2):
+        sims[host] = str(tmp_path / "sim{}".format(host))
+        prepare_simulation(sims[host])
+    checked = campaign({"host": 1, "chip": 3, "class": "overheat", "start": 0, "duration": 20}, DCMI_HANG,
+                       dict(DCMI_HANG, start=60, duration=20), hosts=2, settle=10)
+    seen = []
+    truth = str(tmp_path / "truth.jsonl")
+    player = CampaignPlayer(checked, ["h1", "h2"], str(tmp_path / "scenarios"), sims.__getitem__,
+                            lambda host, path: seen.append((clock.now - 5000.0, host, _hangs(sims[host]))),
+                            truth, clock=clock.time, sleep=clock.sleep)
+    player.write_healthy()
+    player.play()
+    # the library hangs from each start to its end, on its host only; npu-smi's host never gets DCMI faults
+    assert seen == [(0.0, 1, False), (10.0, 2, True), (20.0, 1, False), (40.0, 2, False), (60.0, 2, True),
+                    (80.0, 2, False)]
+    assert not os.path.exists(os.path.join(sims[1], "dcmi-faults.json"))
+    header, injections = read_truth(truth)
+    assert header["dcmi_hosts"] == ["h2"]
+    hang = injections[1]
+    assert (hang["class"], hang["subjects"], hang["chip_subjects"], hang["isolates"]) == ("dcmi-hang", ["host"], [],
+                                                                                           False)
+    # scored like the others: source-down on the host names it; a chip taken out of service meanwhile is wrong
+    start = hang["start"]
+    events = [{"host": "h2", "time": start + 80.0, "kind": "finding_fired", "subject": "host", "rule": "source-down",
+               "repair_action": None, "new": None},
+              {"host": "h2", "time": start + 80.0, "kind": "verdict_changed", "subject": "host", "rule": None,
+               "repair_action": None, "new": "degraded"},
+              {"host": "h2", "time": start + 85.0, "kind": "verdict_changed", "subject": "npu2/chip0", "rule": None,
+               "repair_action": None, "new": "out_of_service"}]
+    report = score([hang], events, ["h1", "h2"])
+    row = report["injections"][0]
+    assert row["detected"] and row["right_rule"] and row["right_action"] and row["within_budget"]
+    assert report["overall"]["false_isolations"] == 1 and report["overall"]["false_positives"] == 0
+
+
 def test_the_shipped_campaigns_are_valid():
     small = load_campaign(os.path.join(SHIPPED, "small.yaml"))
     full = load_campaign(os.path.join(SHIPPED, "fleet-50.yaml"))
     assert full["hosts"] == 50 and 190 <= len(full["injections"]) <= 210
     assert max(i["end"] for i in full["injections"]) <= 1800
     assert {i["class"] for i in full["injections"]} == set(CLASSES)
-    assert len(small["injections"]) >= 4
+    assert len(small["injections"]) >= 4 and "dcmi-hang" in {i["class"] for i in small["injections"]}
+    scaled = load_campaign(os.path.join(SHIPPED, "fleet-12-scaled.yaml"))
+    assert "dcmi-hang" in {i["class"] for i in scaled["injections"]}
 
 
 def test_fleet_sim_refuses_a_bad_campaign_in_one_line_before_starting_anything(cli, tmp_path):
@@ -219,3 +329,50 @@ def test_a_small_campaign_is_found_without_false_positives_or_isolations(tmp_pat
     assert overall["recall"] == 1.0, result.stdout
     assert overall["false_positives"] == 0, (report["false_positives"], result.stdout)
     assert overall["false_isolations"] == 0, (report["false_isolations"], result.stdout)
+
+
+def _dcmi_up(fleet, host):
+    try:
+        with urllib.request.urlopen("http://{}/status".format(fleet.address(host)), timeout=2) as answer:
+            return json.load(answer)["sources"]["dcmi"]["ok"]
+    except (OSError, ValueError, KeyError):
+        return False
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(find_compiler() is None, reason="no C compiler (cc or gcc) for the simulated libdcmi.so")
+def test_a_dcmi_hang_on_a_real_simulated_host_is_found_and_scored(tmp_path):
+    """One `npumon run` on the DCMI backend, the campaign played on it without fleet-sim's 45 s warm-up (the
+    host is ready once its DCMI source has answered). The main table every 5 s and a 4 s DCMI deadline (the
+    campaign's 15 s and 10 s would not fit source-down's minute in 2 minutes); the rest as a campaign host. The
+    hang lasts past that minute: the source is up again at the first sweep after it ends."""
+    checked = check_campaign({"hosts": 1, "settle": 5, "injections": [
+        {"host": 1, "class": "dcmi-hang", "start": 0, "duration": 90}]})
+    library = fleet_dcmi_library(checked)
+    directory = str(tmp_path / "run")
+    name = "campaign-01"
+    config = host_extras(name, dcmi_library=library)
+    config["dcmi"]["timeout_seconds"] = 4.0
+    host = SimHost(name, os.path.join(directory, "scenarios", name + ".yaml"), PRODUCT, config=config)
+    fleet = Fleet(directory, hosts=[host], base_port=_free_base_port(1),
+                  poll=dict(HOST_CONFIG["poll"], table_seconds=5), network=HOST_CONFIG["network"])
+    player = CampaignPlayer(checked, [name], os.path.join(directory, "scenarios"), lambda index: fleet.sim_dir(host),
+                            lambda index, path: set_scenario(fleet.sim_dir(host), path),
+                            os.path.join(directory, "truth.jsonl"))
+    player.write_healthy()
+    with fleet:
+        assert fleet.wait_started() == []
+        deadline = time.monotonic() + 30
+        while not _dcmi_up(fleet, host):
+            assert time.monotonic() < deadline, fleet.log_tail(name, 20)
+            time.sleep(0.5)
+        started = time.time()
+        player.play()
+    assert not _hangs(fleet.sim_dir(host))  # the library answers again once the injection ended
+    events = [event for event in host_events(name, fleet.state_dir(host)) if event["time"] >= started]
+    _, truth = read_truth(os.path.join(directory, "truth.jsonl"))
+    report = score(truth, events, [name])
+    row = report["injections"][0]
+    assert row["detected"] and row["right_rule"] and row["right_action"], (row, events)
+    assert row["first_rule"] == "source-down"
+    assert report["overall"]["false_positives"] == 0 and report["overall"]["false_isolations"] == 0, report
