@@ -38,6 +38,7 @@ import yaml
 from ..model import chip_subject
 from ..rules.loader import load_rules
 from ..services.events.store import EventStore, EventStoreError, events_path
+from ..sources.kmsg.jobs import WINDOW_SECONDS as JOB_WINDOW_SECONDS
 from .dcmi import FakeDcmiBuildError, build_fake_library, set_dcmi_faults
 from .products import get_product
 from .scenario import scenario_path
@@ -89,8 +90,10 @@ CLASSES = {c.name: c for c in (
     FaultClass("hung-chip", "hung-chip", 3, ("chip-hung",), ("restart_workload",), "processes.interval_seconds",
                steady=60.0),
     FaultClass("dstate-hang", "dstate-hang", 5, ("chip-dstate",), ("reboot_host",), "processes.interval_seconds"),
+    # a chip's driver fault on a chip that shares a job (the campaign hosts' pods hold 4 chips each) waits out the
+    # job window before it is the chip's: the same line from the job's other chips would make it the job's
     FaultClass("heartbeat-lost", "heartbeat-lost", 2, ("driver-device-fault", "driver-fault-repeating"),
-               ("inspect_hardware", "reset_npu"), "faults.interval_seconds"),
+               ("inspect_hardware", "reset_npu"), "faults.interval_seconds", steady=JOB_WINDOW_SECONDS),
     FaultClass("card-drop", "card-drop", 7, ("chips-missing", "driver-host-device-fault"),
                ("inspect_hardware", "reset_npu"), "poll.table_seconds", host_subject=True),
     FaultClass("job-software-fault", "job-software-fault", 0, ("job-fault",), ("restart_workload",),

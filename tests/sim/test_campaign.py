@@ -106,6 +106,8 @@ def test_a_budget_is_for_plus_steady_readings_plus_one_poll_plus_the_pass():
     assert budgets["overheat"] == 0 + 15 + 2
     # chip-hung: `for: 5m` after a minute of still memory and processes, processes polled every 30 s
     assert budgets["hung-chip"] == 300 + 60 + 30 + 2
+    # heartbeat-lost: no `for:`, the 30 s job window, the kernel log every 10 s
+    assert budgets["heartbeat-lost"] == 0 + 30 + 10 + 2
 
 
 def test_every_host_hands_off_in_dry_run_under_its_own_name():

@@ -66,7 +66,8 @@ def correlate(occurrences: Sequence[Occurrence], jobs: Dict[ChipKey, Tuple[str, 
               window: float = WINDOW_SECONDS) -> List[JobFault]:
     """The job faults: per job (pods before processes) and per fault, every anchor-window with lines from two
     or more of the job's chips. A fault already given to a job is not given to another (a pod and its
-    process are one job)."""
+    process are one job), but still counts among a wider job's chips: a process holding one chip beyond a
+    pod's (seen in the simulator when a job's chips straddle two pods) makes that chip's fault its job's too."""
     found: List[JobFault] = []
     claimed: Set[Tuple[ChipKey, str, Optional[str]]] = set()
     # a pod first, then one process, then a process group: the narrowest name of one job
@@ -79,12 +80,12 @@ def correlate(occurrences: Sequence[Occurrence], jobs: Dict[ChipKey, Tuple[str, 
             continue
         events: Dict[Tuple[str, Optional[str]], List[Tuple[float, ChipKey]]] = {}
         for occurrence in occurrences:
-            if occurrence.chip in members and (occurrence.chip, occurrence.fault_class, occurrence.code) not in claimed:
+            if occurrence.chip in members:
                 events.setdefault((occurrence.fault_class, occurrence.code), []).extend(
                     (time, occurrence.chip) for time in occurrence.times)
         for (fault_class, code), lines in sorted(events.items(), key=lambda item: (item[0][0], item[0][1] or "")):
             chips, times = _together(sorted(lines), window)
-            if chips:
+            if any((chip, fault_class, code) not in claimed for chip in chips):
                 found.append(JobFault(job, fault_class, code, tuple(sorted(chips)), min(times), max(times)))
                 claimed.update((chip, fault_class, code) for chip in chips)
     return found

@@ -248,8 +248,9 @@ def _with_record_device(fault: LineFault, fields: Dict[str, str]) -> LineFault:
 
 def _job_faults(per_chip: Dict[ChipKey, List[Dict[str, Any]]], chips: Sequence[ChipSample],
                 jobs: Dict[ChipKey, Tuple[str, ...]]) -> List[Dict[str, Any]]:
-    """The same fault on several chips of one job within seconds (jobs.py): each chip's fault gets the job's
-    name (`job`, which keeps it out of the chip's facts), and the host one entry per job fault."""
+    """The same fault on several chips of one job within seconds (jobs.py): each chip's fault gets the name of
+    the first job it was found in (`job`, which keeps it out of the chip's facts), and the host one entry per
+    job fault."""
     occurrences = [Occurrence(key, fault["fault_class"], fault.get("code"), tuple(fault["times"]))
                    for key, faults in per_chip.items() for fault in faults]
     subjects = {chip.key: chip.subject for chip in chips}
@@ -258,7 +259,7 @@ def _job_faults(per_chip: Dict[ChipKey, List[Dict[str, Any]]], chips: Sequence[C
         mine = [fault for key in job_fault.chips for fault in per_chip[key]
                 if (fault["fault_class"], fault.get("code")) == (job_fault.fault_class, job_fault.code)]
         for fault in mine:
-            fault["job"] = job_fault.job
+            fault.setdefault("job", job_fault.job)
         latest = max(mine, key=lambda fault: fault["last_seen"])
         found.append({"job": job_fault.job, "fault_class": job_fault.fault_class, "code": job_fault.code,
                       "level": latest["level"], "summary": latest["summary"], "last_line": latest["last_line"],

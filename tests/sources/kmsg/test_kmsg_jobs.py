@@ -72,6 +72,19 @@ def test_a_pod_and_its_process_are_one_job_fault_named_by_the_pod():
     assert [(fault.job, fault.chips) for fault in found] == [("pod llm/qwen-0", ((0, 0), (1, 0)))]
 
 
+def test_a_process_holding_a_chip_beyond_its_pods_makes_that_chips_fault_its_jobs_too():
+    # the campaign's job crash on chips 0, 4, 5 and 7 (one process) where a pod holds 4-7: chip 0's fault was
+    # left to the chip (a sticky driver-fault-repeating, out of service) because the pod had claimed the others
+    def chip(npu):
+        pods = [{"namespace": "default", "pod": "llm-serving-1", "container": "engine"}] if npu >= 4 else []
+        return ChipSample(npu=npu, chip=0, extra={"pods": pods}, processes=[
+            ProcessSample(npu=npu, chip=0, pid=31337, name="python3", memory_bytes=0)])
+    jobs = chip_jobs([chip(npu) for npu in (0, 4, 5, 7)])
+    found = correlate([occurrence(npu, 5.0 + npu * 0.1) for npu in (0, 4, 5, 7)], jobs)
+    assert [(fault.job, fault.chips) for fault in found] == [
+        ("pod default/llm-serving-1", ((4, 0), (5, 0), (7, 0))), ("pid 31337", ((0, 0), (4, 0), (5, 0), (7, 0)))]
+
+
 def test_the_book_keeps_the_last_line_times_only_and_forgets_them_at_a_reboot():
     from npumon.faults.patterns import match_line
 
