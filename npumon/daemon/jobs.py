@@ -118,10 +118,8 @@ class Jobs:
     def once_soon(self, job_id: str, seconds: float, func: Callable, *args, executor: str = "default") -> None:
         """Run func(*args) once, `seconds` from now, unless that job is already waiting to run: what asks
         for it again meanwhile is served by the same run."""
-        if self.scheduler.get_job(job_id) is not None:
-            return
-        self.scheduler.add_job(self._run, "date", args=(job_id, func) + args, run_date=utc_in(seconds), id=job_id,
-                               executor=executor, replace_existing=True)
+        if self.scheduler.get_job(job_id) is None:
+            self.once_at(job_id, seconds, func, *args, executor=executor)
 
     def once_at(self, job_id: str, seconds: float, func: Callable, *args, executor: str = "default") -> None:
         """Run func(*args) once, `seconds` from now, in place of the run that job had planned."""
