@@ -18,8 +18,8 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
-from typing import (TYPE_CHECKING, Any, Callable, Dict, Generic, Optional, Protocol, Sequence, Tuple, TypeVar,
-                    runtime_checkable)
+from typing import (TYPE_CHECKING, Any, Callable, Dict, Generic, Optional, Protocol, Sequence, Set, Tuple,
+                    TypeVar, runtime_checkable)
 
 from ..config.schema import Section
 from ..logrepeat import Repeats
@@ -162,6 +162,9 @@ class Outcome:
     retry: Optional[float] = None  # seconds after which it wants to run again early; None: its interval
     shown: bool = True  # False: the tier has no status (not asked: another source reads its values)
     stopped: bool = False  # npumon's own stop or reload ended it: no news, the status stays as it was
+    # what it read may differ, for a rule, from the last poll's answer; False: the same again (judging the rules
+    # early on it would say nothing new, Tier.judged)
+    changed: bool = True
 
     @classmethod
     def failed(cls, error: str, **fields: Any) -> "Outcome":
@@ -186,6 +189,8 @@ class PollRecorder:
         self._clock = clock
         self._lock = threading.Lock()
         self._statuses: Dict[str, SourceStatus] = {}
+        self._flipped: Set[str] = set()  # tiers whose last polls took them down or brought them back
+        self._changed: Set[str] = set()  # tiers whose last polls read something new (Outcome.changed)
         # a poll's escaped failures: one line per cause and interval, with a count (the source may log its own)
         self.repeats = Repeats(logger or log, clock=clock)
 
@@ -211,11 +216,25 @@ class PollRecorder:
                 return
             previous = self._statuses.get(tier, NOT_POLLED_STATUS)
             ok = previous.ok if outcome.ok is None else outcome.ok
+            # judged as readers saw it just before (stale is down): a stale tier that answers again came back
+            if tier not in self._statuses or ok != judge_status(previous, started, self._allowed(tier)).ok:
+                self._flipped.add(tier)
+            if outcome.read and outcome.changed:
+                self._changed.add(tier)
             self._statuses[tier] = SourceStatus(
                 ok=ok, error=outcome.error, duration_seconds=duration,
                 last_success=started if outcome.read else previous.last_success, unsupported=outcome.unsupported,
                 left_out=outcome.left_out, waiting_on=None if ok else outcome.waiting_on,
                 degraded=ok and outcome.degraded)
+
+    def take_news(self, tier: str) -> Tuple[bool, bool]:
+        """(flipped, changed) since the last call: whether a poll of the tier took it down or brought it back
+        (or was its first), and whether one read something new; both cleared."""
+        with self._lock:
+            news = tier in self._flipped, tier in self._changed
+            self._flipped.discard(tier)
+            self._changed.discard(tier)
+        return news
 
     def last(self, tier: str) -> SourceStatus:
         """The tier's status as its last poll left it (staleness not judged)."""
@@ -268,6 +287,7 @@ class SingleTierSource(Generic[T]):
         self.recorder = PollRecorder(self.name, lambda tier: self.reading.allowed, clock,
                                      logging.getLogger(type(self).__module__))
         self.repeats = self.recorder.repeats  # its failure lines: once per cause and interval, with a count
+        self._fingerprint: Any = None  # of the last value read
 
     def tiers(self) -> Sequence[Tier]:
         return [Tier(self.name, self.interval, judged=self.judged)]
@@ -284,7 +304,12 @@ class SingleTierSource(Generic[T]):
         except SourceError as exc:
             return Outcome.failed(str(exc))
         self.reading.succeeded(value, started)
-        return Outcome(error=self.warning(value))
+        fingerprint, self._fingerprint = self._fingerprint, self.fingerprint(value)
+        return Outcome(error=self.warning(value), changed=self._fingerprint != fingerprint)
+
+    def fingerprint(self, value: T) -> Any:
+        """What of a value the rules read, compared from poll to poll (Outcome.changed): by default all of it."""
+        return value
 
     def warning(self, value: T) -> Optional[str]:
         """A problem worth showing although the poll succeeded (some files unreadable, ...)."""

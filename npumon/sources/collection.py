@@ -59,7 +59,6 @@ class SourceSet:
         self._hostname = target.host_name()
         self._lock = threading.Lock()
         self._polling: Dict[str, int] = {}
-        self._flipped: Dict[str, bool] = {}  # tier -> its last poll took it down or brought it back
         # The chips of the latest Snapshot (or chip list) built and how many polls had ended then: a poll that
         # starts before another one ends takes them instead of building its own (tiers due together start
         # together).
@@ -86,11 +85,14 @@ class SourceSet:
         return self._tiers[tier][0].judged
 
     def wants_judgement(self, tier: str) -> bool:
-        """Whether the rules should be judged soon after the poll of this tier that just ended: a judged tier,
-        or one that went down or came back in it (source-down starts counting then)."""
-        with self._lock:
-            flipped = self._flipped.pop(tier, False)
-        return flipped or self.judged(tier)
+        """Whether the rules should be judged soon after the poll of this tier that just ended: one that went
+        down or came back in it (source-down starts counting then), or a judged tier that read something new
+        (Outcome.changed: the same answer again would give the same findings)."""
+        recorder = getattr(self._tiers[tier][1], "recorder", None)
+        if recorder is None:  # a source without a PollRecorder (a test's): judged tiers on every poll
+            return self.judged(tier)
+        flipped, changed = recorder.take_news(tier)
+        return flipped or (changed and self.judged(tier))
 
     def primary(self) -> Tier:
         return self.tiers()[0]
@@ -101,22 +103,13 @@ class SourceSet:
         with self._lock:
             self._polling[tier] = self._polling.get(tier, 0) + 1
         try:
-            was_up = self._tier_up(source, tier)
-            retry = _guarded(tier, source.poll, tier, self._latest_chips())
-            if self._tier_up(source, tier) != was_up:
-                with self._lock:
-                    self._flipped[tier] = True
-            return retry
+            return _guarded(tier, source.poll, tier, self._latest_chips())
         finally:
             with self._lock:
                 self._polling[tier] -= 1
                 if not self._polling[tier]:
                     del self._polling[tier]
                 self._ended_polls += 1
-
-    def _tier_up(self, source: Source, tier: str) -> Optional[bool]:
-        status = (_guarded(source.name, source.statuses, self.clock()) or {}).get(tier)
-        return None if status is None else status.ok
 
     def _latest_chips(self) -> Sequence[ChipSample]:
         """The chips as they stand after the last poll ended: those of the Snapshot or chip list built since,

@@ -24,7 +24,7 @@ from npumon.sim.queue_server import QueueServer
 from npumon.sim.simulation import prepare_simulation
 from npumon.sim.target import simulated_target
 from npumon.sources import registry
-from npumon.sources.base import Parts, PollRecorder, Source, SourceContext, SourceSpec, Tier
+from npumon.sources.base import Outcome, Parts, PollRecorder, Source, SourceContext, SourceSpec, Tier
 from npumon.sources.collection import SourceSet
 from npumon.sources.runner import CommandRunner
 from npumon.sources.target import Target
@@ -259,29 +259,72 @@ def test_polls_that_start_together_share_the_latest_snapshot_and_one_that_follow
 
 
 class _Flaky(_Counting):
-    """A source whose one tier is up or down after a poll as the test says."""
+    """A source whose one tier is up or down, and reads what value, after a poll as the test says; its status made
+    by a PollRecorder, as every source's."""
 
-    up = next_up = True
+    up, value, judged = True, 1, False
+
+    def __init__(self, name):
+        super().__init__(name)
+        self.recorder = PollRecorder(name, lambda tier: 60.0)
+        self.last_value = None
+
+    def tiers(self):
+        return [Tier(self.name, 5.0, judged=self.judged)]
 
     def poll(self, tier, chips):
-        self.up = self.next_up
-        return super().poll(tier, chips)
+        return self.recorder.execute(tier, self._read)
+
+    def _read(self, started):
+        if not self.up:
+            return Outcome.failed("down")
+        changed, self.last_value = self.value != self.last_value, self.value
+        return Outcome(changed=changed)
 
     def statuses(self, now):
-        return {self.name: SourceStatus(ok=self.up)}
+        return self.recorder.statuses(now)
+
+
+def _flaky_collection(tmp_path, flaky):
+    sim = prepare_simulation(str(tmp_path / "sim"), "healthy", time_scale=0)
+    return SourceSet(parse_config(""), simulated_target(sim), specs=[SourceSpec("flaky", lambda context: flaky)])
 
 
 def test_a_poll_that_takes_a_tier_down_or_back_asks_for_a_judgement_once(tmp_path):
-    sim = prepare_simulation(str(tmp_path / "sim"), "healthy", time_scale=0)
     flaky = _Flaky("flaky")
-    collection = SourceSet(parse_config(""), simulated_target(sim), specs=[SourceSpec("flaky", lambda context: flaky)])
+    collection = _flaky_collection(tmp_path, flaky)
     try:
         collection.poll("flaky")
+        assert collection.wants_judgement("flaky") and not collection.wants_judgement("flaky")  # its first: up
+        collection.poll("flaky")
         assert not collection.wants_judgement("flaky")  # up as before, and not a judged tier
-        flaky.next_up = False
+        flaky.up = False
         collection.poll("flaky")
         assert collection.wants_judgement("flaky") and not collection.wants_judgement("flaky")  # once
         collection.poll("flaky")
         assert not collection.wants_judgement("flaky")  # still down: nothing new
+        flaky.up = True
+        collection.poll("flaky")
+        assert collection.wants_judgement("flaky")  # back
+    finally:
+        collection.close()
+
+
+def test_a_judged_tier_asks_for_a_judgement_only_when_it_read_something_new(tmp_path):
+    flaky = _Flaky("flaky")
+    flaky.judged = True
+    collection = _flaky_collection(tmp_path, flaky)
+    try:
+        collection.poll("flaky")
+        assert collection.wants_judgement("flaky")
+        collection.poll("flaky")
+        assert not collection.wants_judgement("flaky")  # the same answer again: the same findings
+        flaky.value = 2
+        collection.poll("flaky")
+        assert collection.wants_judgement("flaky") and not collection.wants_judgement("flaky")
+        flaky.value = 3
+        collection.poll("flaky")
+        collection.poll("flaky")  # two polls before the daemon asks: the first one's news is not lost
+        assert collection.wants_judgement("flaky")
     finally:
         collection.close()

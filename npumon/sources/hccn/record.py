@@ -88,6 +88,18 @@ ROCE_PACKET_COUNTERS = ("roce_tx_all_pkt_num", "roce_rx_all_pkt_num")
 PAUSE_COUNTERS = ("mac_rx_mac_pause_num", "mac_rx_pfc_pkt_num", "mac_tx_mac_pause_num", "mac_tx_pfc_pkt_num")
 
 
+# the counters a rule reads for a fault (errors, retries, pauses); the others count traffic, which moves always
+JUDGED_COUNTERS = ROCE_ERROR_COUNTERS + ROCE_RETRY_COUNTERS + PAUSE_COUNTERS
+
+
+def judged_view(name: str, value: Any) -> Any:
+    """What of a network field a rule may judge: the fault counters of `-stat`, the whole of any other field.
+    A poll whose answers differ only in traffic counters gives the rules nothing new (Outcome.changed)."""
+    if name == "counters" and isinstance(value, dict):
+        return {counter: value.get(counter) for counter in JUDGED_COUNTERS}
+    return value
+
+
 def _sum(counters: Dict[str, int], names) -> Optional[int]:
     known = [counters[name] for name in names if name in counters]
     return sum(known) if known else None

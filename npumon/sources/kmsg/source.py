@@ -177,6 +177,10 @@ class KmsgSource(SingleTierSource[Dict[str, int]]):
         logged = line_time(record)
         return now if logged is None and self.state_dir is not None else logged
 
+    def fingerprint(self, value: Dict[str, int]) -> Any:
+        """New lines that are not driver faults (most of a kernel log) give the rules nothing new to judge."""
+        return value["matched"], value["lost"], value["reboots"]
+
     def warning(self, value: Dict[str, int]) -> Optional[str]:
         if value.get("lost"):
             return "{} kernel log records were overwritten before they could be read".format(value["lost"])

@@ -407,3 +407,31 @@ def test_the_a3_daemon_fed_4_mib_of_binary_on_every_hccn_call_keeps_to_half_of_m
     finally:
         daemon.close()
         kill_leftovers(sim_state)
+
+
+# -- news for the rules: Outcome.changed ---------------------------------------------------------------------
+
+class StatAnswers:
+    """A spawn in place of hccn_tool answering `-stat` with the counters the test sets."""
+
+    def __init__(self):
+        self.counters = {"roce_tx_all_pkt_num": 100, "roce_rx_all_pkt_num": 90, "roce_rx_err_pkt_num": 0}
+
+    def __call__(self, argv, env, timeout_seconds):
+        text = "packet statistics:\n" + "".join("{}:{}\n".format(k, v) for k, v in self.counters.items())
+        return CommandResult(list(argv), 0, text, "", 0.01)
+
+
+def test_a_stat_poll_is_news_for_the_rules_when_a_fault_counter_moved_not_traffic():
+    answers = StatAnswers()
+    source = HccnSource(parse_config("").network, ["hccn_tool"], CommandRunner(["npu-smi"], 10, spawn=answers),
+                        120.0, check_program=False)
+    chips = [ChipSample(0, 0, name="910B3", phy_id=0)]
+    source.poll("hccn:stat", chips)
+    assert source.recorder.take_news("hccn:stat") == (True, True)  # the first answer
+    answers.counters.update(roce_tx_all_pkt_num=5000, roce_rx_all_pkt_num=4000)  # traffic only
+    source.poll("hccn:stat", chips)
+    assert source.recorder.take_news("hccn:stat") == (False, False)
+    answers.counters.update(roce_rx_err_pkt_num=3)
+    source.poll("hccn:stat", chips)
+    assert source.recorder.take_news("hccn:stat") == (False, True)

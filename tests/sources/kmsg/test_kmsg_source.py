@@ -257,3 +257,20 @@ def test_a_full_read_of_a_log_file_holds_its_text_once_beside_the_records_it_kee
         tracemalloc.stop()
     assert (len(records), offset, more) == (size // len(line), size, False)
     assert peak - kept < 1.5 * size, "{:.1f} x the file beside the records".format((peak - kept) / size)
+
+
+def test_a_poll_is_news_for_the_rules_only_when_it_read_a_driver_fault(tmp_path):
+    """The daemon judges the rules soon after a kernel-log poll only when it matched a fault line: most lines
+    of a kernel log are not the driver's, and judging on them would say nothing new (Outcome.changed)."""
+    ring = FakeRing()
+    source = kmsg_source(tmp_path, ring)
+    source.poll("kmsg", CHIPS)
+    assert source.recorder.take_news("kmsg") == (True, True)  # its first poll: up, and a first reading
+    ring.add(1, "e1000e 0000:00:1f.6 eno1: NIC Link is Up 1000 Mbps Full Duplex")
+    source.poll("kmsg", CHIPS)
+    assert source.recorder.take_news("kmsg") == (False, False)
+    ring.add(2, HEARTBEAT.format(2))
+    source.poll("kmsg", CHIPS)
+    assert source.recorder.take_news("kmsg") == (False, True)
+    source.poll("kmsg", CHIPS)
+    assert source.recorder.take_news("kmsg") == (False, False)  # nothing since

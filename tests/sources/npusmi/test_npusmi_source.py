@@ -88,3 +88,20 @@ def test_queries_pause_while_the_main_table_cannot_be_read(source):
     assert not statuses["npu-smi"].ok and statuses["npu-smi"].error.startswith("unreadable npu-smi info output")
     assert statuses["npu-smi:ecc"].error == "skipped while the main table cannot be read"
     assert npusmi.chips(clock.now, 120) == []
+
+
+def test_a_query_poll_is_news_for_the_rules_only_when_a_value_moved(tmp_path):
+    """The daemon judges the rules soon after an ECC or health poll only when it read something other than the
+    last time (Outcome.changed): the same counts again would give the same findings."""
+    from npumon.sim.simulation import set_scenario
+
+    sim = prepare_simulation(str(tmp_path / "sim"), "ecc-rising", time_scale=0)
+    npusmi = NpuSmiSource(CommandRunner(sim.npu_smi_argv, 10, 2, env=sim.env, spawn=sim.spawn), clock=Clock())
+    npusmi.poll("npu-smi")
+    npusmi.poll("npu-smi:ecc")
+    assert npusmi.recorder.take_news("npu-smi:ecc") == (True, True)
+    npusmi.poll("npu-smi:ecc")
+    assert npusmi.recorder.take_news("npu-smi:ecc") == (False, False)  # frozen time: the same counts
+    set_scenario(str(tmp_path / "sim"), "healthy")  # npu2's double-bit error is gone
+    npusmi.poll("npu-smi:ecc")
+    assert npusmi.recorder.take_news("npu-smi:ecc") == (False, True)
