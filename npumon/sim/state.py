@@ -61,8 +61,10 @@ def cpu_clock(state_dir: str) -> Iterator[Dict[str, float]]:
         path = os.path.join(state_dir, CPU_CLOCK_FILE)
         with open(path, encoding="utf-8") as handle:
             clock = json.load(handle)
+        before = dict(clock)
         yield clock
-        _write_json(path, clock)
+        if clock != before:
+            _write_json(path, clock)
 
 
 def _write_json(path: str, data: Dict[str, Any]) -> None:
