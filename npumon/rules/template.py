@@ -6,6 +6,7 @@ never attribute access or indexing), the optional spec is a plain format spec (`
 spec does not fit (a string under `.0f`) prints plainly instead of failing.
 """
 
+import functools
 import re
 from typing import Any, FrozenSet, List, Mapping, Tuple, Union
 
@@ -29,7 +30,7 @@ class Template:
 
     def __init__(self, text: str, parts: List[Part]):
         self.text = text
-        self._parts = parts
+        self._parts = tuple(parts)  # shared: compiled once per text (_compile)
         self.names: FrozenSet[str] = frozenset(part[0] for part in parts if isinstance(part, tuple))
 
     def render(self, facts: Mapping[str, Any], params: Mapping[str, Any]) -> str:
@@ -65,6 +66,13 @@ def format_value(value: Any, spec: str = "") -> str:
 def compile_template(text: str) -> Template:
     if not isinstance(text, str):
         raise TemplateError("a template must be a string")
+    return _compile(text)
+
+
+# A Template never changes once made, and every load of the rules (each start, reload and `npumon check`)
+# compiles the same few hundred texts twice (checking them, then building the engine): made once each.
+@functools.lru_cache(maxsize=2048)
+def _compile(text: str) -> Template:
     parts: List[Part] = []
     literal: List[str] = []
     pos = 0

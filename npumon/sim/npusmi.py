@@ -21,13 +21,13 @@ import os
 import random
 import sys
 import time
-from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence, Tuple
+from dataclasses import dataclass, field
+from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from .hostroot import advance_cpu
 from .hostspec import host_root_spec
 from .latency import call_seconds
-from .products import BOARD_WIDE_KNOBS, PWM_MODE, QUERYABLE_KNOBS, Product, get_product
+from .products import BOARD_WIDE_KNOBS, PWM_MODE, QUERYABLE_KNOBS, ChipSlot, Product, get_product
 from .render_query import render_query
 from .render_table import Chip, render_info, render_list, render_mapping
 from .state import STATE_ENV, SimStateError, cpu_clock, read_state, scenario_time
@@ -54,14 +54,34 @@ HANG_PIDS_FILE = "hang-pids"
 
 @dataclass
 class SimHost:
-    """Everything one call needs to answer: the product, its chips' values now, the versions."""
+    """Everything one call needs to answer: the product, its chips' values now, the versions. A chip's values
+    are worked out when a call first needs them: most calls ask about one chip of many."""
 
     product: Product
-    chips: List[Chip]
+    values_of: Callable[[ChipSlot], Optional[ChipValues]]  # a slot's values now; None: its chip is not there now
     driver_version: str
     firmware_version: str
     refuse_queries: bool = False  # the "unsupported" behaviour: every `-t` query is refused
     knobs: Optional[Dict] = None  # fan / nve-level / cpu-freq-up settings (sim/knobs.py)
+    _chips: Optional[List[Chip]] = field(default=None, init=False, repr=False)
+
+    @property
+    def chips(self) -> List[Chip]:
+        """Every chip there now, with its values."""
+        if self._chips is None:
+            self._chips = self.card_chips(None)
+        return self._chips
+
+    def card_chips(self, npu: Optional[int]) -> List[Chip]:
+        """The chips of card `npu` there now (None: of every card), with their values."""
+        if self._chips is not None or npu is None:
+            chips = self._chips if self._chips is not None else self._present(self.product.slots())
+            return chips if npu is None else [(slot, values) for slot, values in chips if slot.npu == npu]
+        return self._present(slot for slot in self.product.slots() if slot.npu == npu)
+
+    def _present(self, slots: Iterable[ChipSlot]) -> List[Chip]:
+        chips = ((slot, self.values_of(slot)) for slot in slots)
+        return [(slot, values) for slot, values in chips if values is not None]
 
 
 @dataclass
@@ -161,20 +181,25 @@ def sim_host(state: Dict, t: float, knobs: Optional[Dict] = None, loads: Optiona
     (device -> AI Core clock ratio) the chips a diag load runs on now (diag_load.py)."""
     product = get_product(state["product"])
     chips_spec = state["scenario"]["chips"]
-    chips = [(slot, chip_values_at(chips_spec, slot.device_id, t, slot.memory_total_mb, product.aicore_rated_mhz,
-                                   slot.ddr_total_mb)) for slot in product.slots()
-             if chip_present_at(chips_spec, slot.device_id, t)]
+    offset = 0.0
     if knobs is not None and PWM_MODE in product.knobs:
         from .knobs import cooling_offset
 
         offset = cooling_offset(knobs, t)
-        chips = [(slot, dataclasses.replace(
-            values, temperature_celsius=int(round(values.temperature_celsius + offset)))) for slot, values in chips]
-    if loads:
-        chips = [(slot, _loaded(values, loads[slot.device_id]) if slot.device_id in loads else values)
-                 for slot, values in chips]
+
+    def values_of(slot: ChipSlot) -> Optional[ChipValues]:
+        if not chip_present_at(chips_spec, slot.device_id, t):
+            return None
+        values = chip_values_at(chips_spec, slot.device_id, t, slot.memory_total_mb, product.aicore_rated_mhz,
+                                slot.ddr_total_mb)
+        if offset:
+            values = dataclasses.replace(values, temperature_celsius=int(round(values.temperature_celsius + offset)))
+        if loads and slot.device_id in loads:
+            values = _loaded(values, loads[slot.device_id])
+        return values
+
     host = state["host"]
-    return SimHost(product=product, chips=chips, driver_version=host["driver_version"],
+    return SimHost(product=product, values_of=values_of, driver_version=host["driver_version"],
                    firmware_version=host["firmware_version"],
                    refuse_queries=state["scenario"]["behaviour"] == "unsupported", knobs=knobs)
 
@@ -252,7 +277,7 @@ def _query(options: Dict[str, Optional[str]], sim: SimHost) -> Tuple[str, int]:
         return unsupported, 0
     if query in QUERYABLE_KNOBS:
         return _knob_query(query, npu, chip, sim)
-    card_chips = [(slot, values) for slot, values in sim.chips if slot.npu == npu]
+    card_chips = sim.card_chips(npu)
     if not card_chips:  # every chip of the card dropped out (the card-drop scenario)
         return "Invalid card id.\nError parameter of -i\n{}\n".format(USAGE), EXIT_INVALID_PARAMETER
     if query == "hccs-bw" and query in product.queries and not 1 <= (_integer(options.get("-time")) or 0) <= 1000:
