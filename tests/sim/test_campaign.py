@@ -296,7 +296,7 @@ def test_fleet_sim_refuses_a_bad_campaign_in_one_line_before_starting_anything(c
                                      .format(bad))
     result = cli("fleet-sim", "--campaign", os.path.join(SHIPPED, "small.yaml"), "--hosts", "2", "--no-prometheus",
                  "--dir", str(tmp_path / "run"))
-    assert result.returncode == 2 and "the campaign names hosts up to 4" in result.stderr
+    assert result.returncode == 2 and "the campaign names hosts up to 6" in result.stderr
     assert not (tmp_path / "run").exists()
 
 
