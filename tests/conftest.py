@@ -61,7 +61,10 @@ def _memory_scratch(minimum_free_bytes=4 << 30):
         if stat.f_bavail * stat.f_frsize < minimum_free_bytes:
             return None
         path = os.path.join("/dev/shm", "npumon-tests-{}".format(os.getuid()))
-        os.makedirs(path, mode=0o700, exist_ok=True)
+        # traversable, as /tmp is: a test that checks access as `nobody` builds its tree here (pytest's own
+        # directories below stay closed to other users)
+        os.makedirs(path, exist_ok=True)
+        os.chmod(path, 0o755)
         return path if os.access(path, os.W_OK) else None
     except OSError:
         return None
