@@ -81,6 +81,17 @@ os.environ[STATE_DIR_ENV] = _SESSION_STATE  # for session- and module-wide fixtu
 _state_dirs = itertools.count()
 
 
+def pytest_xdist_auto_num_workers(config):
+    """`-n auto`: two workers per CPU this process may run on (at most 16). About half of a test's wall time is
+    waiting (a real Prometheus scraping, a daemon's next poll, a child process), and a second worker per CPU
+    computes meanwhile: on 2 CPUs the default suite took 374 s with 2 workers, 293 s with 3 and 266 s with 4."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    return min(16, 2 * cpus)
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", "realistic_latency: simulated npu-smi takes as long as on real hardware")
     config.pluginmanager.register(StateGuard(DEFAULT_STATE_DIR), "npumon-state-guard")
