@@ -212,6 +212,7 @@ def test_the_sampler_sees_a_chip_under_diag_load_hot_and_throttled_through_npu_s
     assert "1080 MHz (from 1800)" in finding.summary and "temperature up to 96 C" in finding.summary
 
 
+@pytest.mark.realistic_latency  # the loads take device time in wall time (sleeping), as on a chip, not CPU
 def test_a_timeout_below_the_loads_ends_every_child_inside_it_and_says_unknown(capsys):
     started = time.monotonic()
     code, out = diag(capsys, "-r", "3", "--simulate=diag-faults", "--timeout", "12", "--sustained-seconds", "3600",
