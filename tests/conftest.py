@@ -26,6 +26,7 @@ import logging
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 from types import SimpleNamespace
 
@@ -44,6 +45,12 @@ settings.register_profile("ci", deadline=None, max_examples=2000, suppress_healt
 settings.register_profile("thorough", deadline=None, max_examples=10000,
                           suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+# Bytecode caches, as Python keeps them by default, even where PYTHONDONTWRITEBYTECODE is set: the suite starts
+# hundreds of interpreters (daemons, commands, simulators), and each would compile npumon's modules again (about
+# 0.5 s of CPU a start), and each xdist worker would rewrite every test module's asserts again (about 8 s).
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+sys.dont_write_bytecode = False
 
 os.environ.setdefault(IN_PROCESS_ENV, "1")  # NPUMON_SIM_IN_PROCESS=0 runs every test through the executable
 os.environ.setdefault(LATENCY_SCALE_ENV, "0")  # NPUMON_SIM_LATENCY_SCALE=1 runs every test at hardware speed
