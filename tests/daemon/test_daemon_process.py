@@ -103,9 +103,16 @@ def test_the_idle_main_thread_sleeps_until_a_signal(tmp_path, daemons):
         with open("/proc/{0}/task/{0}/status".format(daemon.proc.pid)) as handle:
             return int(next(line for line in handle if line.startswith("voluntary_ctxt_switches:")).split()[1])
 
-    before = main_thread_wakes()
-    time.sleep(2.0)
-    assert main_thread_wakes() - before <= 2  # it looked every 0.2 s before: 10 times
+    # Of up to three 2-second windows, one at least with at most 2 wakes: the end of the start-up (a lazy import
+    # waiting for the GIL on a busy machine) may fall into the first. It looked every 0.2 s before: 10 a window.
+    wakes = []
+    for _ in range(3):
+        before = main_thread_wakes()
+        time.sleep(2.0)
+        wakes.append(main_thread_wakes() - before)
+        if wakes[-1] <= 2:
+            break
+    assert min(wakes) <= 2, wakes
     assert daemon.stop() < 5.0 and daemon.proc.returncode == 0
 
 
