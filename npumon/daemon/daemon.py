@@ -368,13 +368,14 @@ class Daemon:
                 raise StartupError("{}: exporter.npu_exporter_listen: {}".format(self.config.source, exc)) from None
         self.services = self._start_services()
         self._schedule()
-        self.jobs.start()
         # the npu-exporter compatible listener is named too: dashboards that expected it look for it here
         compat = "" if self.npu_exporter_web is None else "; npu-exporter compatible /metrics on port {} at {}".format(
             self.npu_exporter_web.port, self.npu_exporter_web.url)
         log.info("npumon serving on port %d at %s%s; polling %s every %gs", self.web.port, self.web.url, compat,
                  self.target.describe(), self.config.poll.table_seconds)
+        # READY before the first poll can publish its STATUS: on a busy host the first pass may end first
         self.notifier.ready("started; first poll running")
+        self.jobs.start()
 
     def request_stop(self, *_ignored) -> None:
         self._stop.set()
