@@ -79,8 +79,9 @@ def _memory_scratch(minimum_free_bytes=4 << 30):
 
 # The run's temporary files (pytest's tmp_path too) go to memory unless TMPDIR says where; inherited by the
 # workers and every process a test starts.
-if "TMPDIR" not in os.environ and _memory_scratch() is not None:
-    os.environ["TMPDIR"] = _memory_scratch()
+_SCRATCH = None if "TMPDIR" in os.environ else _memory_scratch()
+if _SCRATCH is not None:
+    os.environ["TMPDIR"] = _SCRATCH
     tempfile.tempdir = None  # gettempdir() reads TMPDIR again
 
 _SESSION_STATE = tempfile.mkdtemp(prefix="npumon-test-state-")

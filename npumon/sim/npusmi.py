@@ -50,6 +50,7 @@ KNOWN_TYPES = frozenset((
     "hccs-bw", "cpu-freq-up", "op-timeout", "current-fault-event",
 ))
 HANG_PIDS_FILE = "hang-pids"
+HOST_CPU_STEP_SECONDS = 0.25  # the fake host's /proc/stat moves on at most this often (_advance_host_cpu)
 
 
 @dataclass
@@ -69,14 +70,13 @@ class SimHost:
     def chips(self) -> List[Chip]:
         """Every chip there now, with its values."""
         if self._chips is None:
-            self._chips = self.card_chips(None)
+            self._chips = self._present(self.product.slots())
         return self._chips
 
-    def card_chips(self, npu: Optional[int]) -> List[Chip]:
-        """The chips of card `npu` there now (None: of every card), with their values."""
-        if self._chips is not None or npu is None:
-            chips = self._chips if self._chips is not None else self._present(self.product.slots())
-            return chips if npu is None else [(slot, values) for slot, values in chips if slot.npu == npu]
+    def card_chips(self, npu: int) -> List[Chip]:
+        """The chips of card `npu` there now, with their values."""
+        if self._chips is not None:
+            return [(slot, values) for slot, values in self._chips if slot.npu == npu]
         return self._present(slot for slot in self.product.slots() if slot.npu == npu)
 
     def _present(self, slots: Iterable[ChipSlot]) -> List[Chip]:
@@ -128,9 +128,6 @@ class Call:
         if scenario["behaviour"] == "garbage":
             text = garble(args, text, scenario["garbage"])
         return text, status
-
-
-HOST_CPU_STEP_SECONDS = 0.25
 
 
 def begin_call(args: Sequence[str], state_dir: Optional[str], now: float,

@@ -175,6 +175,25 @@ class Outcome:
 NOT_POLLED_STATUS = SourceStatus(ok=False, error=NOT_POLLED)
 
 
+class TierMarks:
+    """Tiers marked by the threads of their polls until someone takes the mark (Outcome.changed, take_news)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._tiers: Set[str] = set()
+
+    def mark(self, tier: str) -> None:
+        with self._lock:
+            self._tiers.add(tier)
+
+    def take(self, tier: str) -> bool:
+        """Whether the tier was marked since the last take; clears its mark."""
+        with self._lock:
+            marked = tier in self._tiers
+            self._tiers.discard(tier)
+        return marked
+
+
 class PollRecorder:
     """Every tier's status of one source, made in one place: `execute` times a poll, catches what escapes it
     (a bug in one source must not stop the others, nor leave its status behind), and records its Outcome;
@@ -189,8 +208,8 @@ class PollRecorder:
         self._clock = clock
         self._lock = threading.Lock()
         self._statuses: Dict[str, SourceStatus] = {}
-        self._flipped: Set[str] = set()  # tiers whose last polls took them down or brought them back
-        self._changed: Set[str] = set()  # tiers whose last polls read something new (Outcome.changed)
+        self._flipped = TierMarks()  # tiers whose last polls took them down or brought them back
+        self._changed = TierMarks()  # tiers whose last polls read something new (Outcome.changed)
         # a poll's escaped failures: one line per cause and interval, with a count (the source may log its own)
         self.repeats = Repeats(logger or log, clock=clock)
 
@@ -218,9 +237,9 @@ class PollRecorder:
             ok = previous.ok if outcome.ok is None else outcome.ok
             # judged as readers saw it just before (stale is down): a stale tier that answers again came back
             if tier not in self._statuses or ok != judge_status(previous, started, self._allowed(tier)).ok:
-                self._flipped.add(tier)
+                self._flipped.mark(tier)
             if outcome.read and outcome.changed:
-                self._changed.add(tier)
+                self._changed.mark(tier)
             self._statuses[tier] = SourceStatus(
                 ok=ok, error=outcome.error, duration_seconds=duration,
                 last_success=started if outcome.read else previous.last_success, unsupported=outcome.unsupported,
@@ -230,11 +249,7 @@ class PollRecorder:
     def take_news(self, tier: str) -> Tuple[bool, bool]:
         """(flipped, changed) since the last call: whether a poll of the tier took it down or brought it back
         (or was its first), and whether one read something new; both cleared."""
-        with self._lock:
-            news = tier in self._flipped, tier in self._changed
-            self._flipped.discard(tier)
-            self._changed.discard(tier)
-        return news
+        return self._flipped.take(tier), self._changed.take(tier)
 
     def last(self, tier: str) -> SourceStatus:
         """The tier's status as its last poll left it (staleness not judged)."""

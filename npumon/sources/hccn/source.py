@@ -30,10 +30,10 @@ import logging
 import os
 import threading
 import time
-from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ...model import NOT_POLLED, ChipSample, SourceStatus
-from ..base import Outcome, Parts, PollRecorder, Section, SourceContext, SourceSpec, Tier, allowed_age
+from ..base import Outcome, Parts, PollRecorder, Section, SourceContext, SourceSpec, Tier, TierMarks, allowed_age
 from ..runner import CommandResult, CommandRunner
 from . import parse
 from .config import DEFAULT_HCCN_TOOL, NetworkConfig, network_config_problems
@@ -124,7 +124,7 @@ class HccnSource:
         self.check_program = check_program  # False: a target's own tool, not a file to check
         self._lock = threading.Lock()
         self._values: Dict[ChipKey, Dict[str, Tuple[str, float, Any]]] = {}  # field -> (tier, time, value)
-        self._moved: Set[str] = set()  # tiers that stored a value a rule reads other than before (Outcome.changed)
+        self._moved = TierMarks()  # tiers that stored a value a rule reads other than before (Outcome.changed)
         self._phy: Dict[ChipKey, int] = {}
         self._mapping: Dict[ChipKey, Dict[str, int]] = {}  # ids from `npu-smi info -m`, for chips that carry none
         self._mapping_lock = threading.Lock()
@@ -184,11 +184,8 @@ class HccnSource:
             error = "{} problem(s) on {} chip(s); first: {}".format(len(problems), len(port_chips), problems[0])
         elif left_out:
             error = "{} call(s) left out: the tier did not finish in time".format(left_out)
-        with self._lock:
-            changed = tier in self._moved
-            self._moved.discard(tier)
         return Outcome(ok=answered > 0 or not problems, error=error, read=answered > 0, left_out=left_out,
-                       degraded=bool(problems), changed=changed)
+                       degraded=bool(problems), changed=self._moved.take(tier))
 
     def _waiting(self, tier: str, now: float) -> Outcome:
         """A tier without chips to ask: waiting for npu-smi within the grace, then failing."""
@@ -316,7 +313,7 @@ class HccnSource:
                 fields = self._values.setdefault(key, {})
                 for name, value in (values or {}).items():
                     if name not in fields or judged_view(name, fields[name][2]) != judged_view(name, value):
-                        self._moved.add(tier)
+                        self._moved.mark(tier)
                     fields[name] = (tier, started, value)
         return answered, 0, problems
 

@@ -34,10 +34,10 @@ import dataclasses
 import logging
 import threading
 import time
-from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ...model import MIB, ChipSample, ProcessSample, SourceStatus
-from ..base import Outcome, Parts, PollRecorder, Section, SourceContext, SourceSpec, Tier, allowed_age
+from ..base import Outcome, Parts, PollRecorder, Section, SourceContext, SourceSpec, Tier, TierMarks, allowed_age
 from ..dcmi import backend as dcmi_backend
 from ..dcmi.config import CollectConfig, collect_problems
 from . import extras as npusmi_extras
@@ -142,7 +142,7 @@ class NpuSmiSource:
         # good value until it is older than the query's allowed age, then goes.
         self._query_values: Dict[Tuple[int, int], Dict[str, Tuple[str, float, Any]]] = {}
         self.recorder = PollRecorder(TABLE_SOURCE, self._allowed, clock)
-        self._moved: Set[str] = set()  # query types that stored a value other than the one they had (Outcome.changed)
+        self._moved = TierMarks()  # query types that stored a value other than the one they had (Outcome.changed)
         self._unsupported: Dict[str, str] = {}  # query type -> why the product refuses it (not asked again)
         self._chip_option_unsupported = False  # 950: "does not support input parameter of -c"
         self._resume_at: Dict[str, int] = {}  # query type -> index of the first call its last poll left out
@@ -363,12 +363,9 @@ class NpuSmiSource:
         # Slow, not failing: what was read is good, and the cards left out are asked first next time. A poll
         # that could start no call at all read nothing new: its values age as they would without it, and it
         # cannot tell whether the tier works (unless it never worked: then nothing says it does not).
-        with self._lock:
-            changed = query in self._moved  # a value moved since the last poll of the query took this in
-            self._moved.discard(query)
         return Outcome(ok=True if ran or self.recorder.last(name).last_success is None else None,
                        read=bool(ran or not targets),  # nothing to ask (e.g. health of OK chips) is a success
-                       changed=changed,
+                       changed=self._moved.take(query),  # a value moved since the query's last poll took it
                        error=None if not left_out else "{} of {} calls left out: {}".format(
                            len(left_out), len(targets), self._why_left_out(budget_seconds)),
                        left_out=len(left_out))
@@ -444,7 +441,7 @@ class NpuSmiSource:
                 fields = self._query_values.setdefault((npu, chip), {})
                 for name, value in chip_values.items():
                     if name not in fields or fields[name][2] != value:
-                        self._moved.add(query)
+                        self._moved.mark(query)
                     fields[name] = (query, when, value)
         return None
 
