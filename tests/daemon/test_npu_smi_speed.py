@@ -55,7 +55,6 @@ def test_a_hung_npu_smi_raises_source_down_within_its_for(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.soak
 def test_a_real_daemon_at_one_second_per_call_raises_nothing(tmp_path, monkeypatch):
     """The daemon itself, real threads and slots, for 100 s: past the minute after which a query tier that
     waited for slots used to fire source-down."""

@@ -100,7 +100,6 @@ def task_limit():
 
 
 @pytest.mark.slow
-@pytest.mark.soak
 def test_everything_on_a_16_chip_host_runs_under_a_task_limit_without_a_thread_failure(tmp_path, task_limit):
     prefix, limit, cgroup = task_limit
     socket_dir = tempfile.mkdtemp(prefix="k8s", dir="/tmp")  # a unix socket path must stay under 108 bytes

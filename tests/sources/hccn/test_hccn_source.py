@@ -374,7 +374,6 @@ def memory_group():
 
 
 @pytest.mark.slow
-@pytest.mark.soak
 @pytest.mark.integration
 def test_the_a3_daemon_fed_4_mib_of_binary_on_every_hccn_call_keeps_to_half_of_memory_max(tmp_path, memory_group):
     from daemon_harness import DaemonProcess, kill_leftovers, wait_until
