@@ -48,14 +48,21 @@ class _JobThreads(BasePoolExecutor):
     """APScheduler's thread pool, grown to the number of jobs it runs as jobs are added. The jobs already
     running on a pool that was replaced end there; its threads then end too."""
 
-    def __init__(self) -> None:
-        super().__init__(concurrent.futures.ThreadPoolExecutor(1))
+    def __init__(self, name: str) -> None:
+        super().__init__(concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix=name))
         self.size = 1
+        self._name = name
 
     def fit(self, jobs: int) -> None:
         if jobs > self.size:
-            old, self._pool, self.size = self._pool, concurrent.futures.ThreadPoolExecutor(jobs), jobs
+            old, self._pool = self._pool, concurrent.futures.ThreadPoolExecutor(jobs, thread_name_prefix=self._name)
+            self.size = jobs
             old.shutdown(wait=False)
+
+
+def _one_thread(name: str) -> ThreadPoolExecutor:
+    """A one-thread executor whose thread is named (what py-spy, /proc and a thread dump show)."""
+    return ThreadPoolExecutor(1, pool_kwargs={"thread_name_prefix": name})
 
 
 def utc_in(seconds: float) -> datetime.datetime:
@@ -75,14 +82,14 @@ def guarded(what: str, func: Callable, *args):
 
 class Jobs:
     def __init__(self) -> None:
-        self._threads = _JobThreads()
-        self._call_threads = _JobThreads()
+        self._threads = _JobThreads("npumon-jobs")
+        self._call_threads = _JobThreads("npumon-tiers")
         self._default_jobs: set = set()  # the ids of the jobs on the shared pool
         self.scheduler = BackgroundScheduler(
             timezone="UTC",
-            executors={"default": self._threads, "primary": ThreadPoolExecutor(1),
-                       "watchdog": ThreadPoolExecutor(1), "calls": self._call_threads,
-                       "background": ThreadPoolExecutor(1)},
+            executors={"default": self._threads, "primary": _one_thread("npumon-primary"),
+                       "watchdog": _one_thread("npumon-watchdog"), "calls": self._call_threads,
+                       "background": _one_thread("npumon-background")},
             job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None})
         self._lock = threading.Condition()
         self._running: Dict[str, int] = {}
