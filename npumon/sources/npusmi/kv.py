@@ -60,6 +60,10 @@ _ERROR_PATTERNS = tuple((kind, re.compile(pattern)) for kind, pattern in (
     ("bad_parameter", r"Must input parameter of -\w"),
     ("unknown_command", r"Command or option is not found"),
 ))
+# The literal text each pattern starts with: a line that starts with none of them is no error message, which
+# str.startswith tells for every line of an answer at a fraction of trying the patterns on it.
+_ERROR_PREFIXES = tuple(sorted({re.match(r"[^\\.^$*+?{}\[\]|()]*", pattern.pattern).group()
+                                for _, pattern in _ERROR_PATTERNS}))
 
 
 def classify_error(text: str) -> Optional[NpuSmiError]:
@@ -71,6 +75,8 @@ def classify_error(text: str) -> Optional[NpuSmiError]:
     """
     for line in head_and_tail(text).splitlines():
         stripped = line.strip()
+        if not stripped.startswith(_ERROR_PREFIXES):
+            continue
         for kind, pattern in _ERROR_PATTERNS:
             match = pattern.match(stripped)
             if match:
