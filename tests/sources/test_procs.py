@@ -191,3 +191,42 @@ def test_a_moment_in_d_state_is_not_blocked(tmp_path):
 def test_facts_without_the_source_are_null():
     facts = chip_facts(ChipSample(npu=0, chip=0), None)
     assert set(facts.values()) == {None}
+
+
+def test_a_poll_is_news_to_the_rules_only_across_the_hang_level_or_when_the_blocked_change(tmp_path):
+    proc = FakeProc(tmp_path)
+    proc.add(101, rate=0.85)
+    proc.add(103, rate=0.9, devices=[1])
+    source = proc.source()
+    chips = [chip(0, [101]), chip(1, [103])]
+
+    def news():
+        proc.advance(30.0)
+        poll(source, chips)
+        return source.recorder.take_news(source.name)[1]
+
+    assert news()  # the first reading
+    proc.cpu[101][1] = 0.6  # 51 s/min to 36: still well above the hang level
+    assert not news()
+    proc.cpu[101][1] = 0.05  # 3 s/min: below chip_hung_cpu_seconds_per_minute
+    assert news()
+    assert not news()
+    proc.cpu[103][2] = "D"  # blocked from its second sample in D
+    assert news()
+    assert not news()
+
+
+def test_the_hang_level_is_the_rules_and_follows_the_configs_thresholds(tmp_path):
+    from npumon.rules.loader import load_rules
+    from npumon.settings import parse_config
+    from npumon.sources.base import SourceContext
+    from npumon.sources.procs.source import HUNG_CPU_DEFAULT, HUNG_CPU_PARAM, build
+
+    assert load_rules([])[1][HUNG_CPU_PARAM] == HUNG_CPU_DEFAULT
+
+    class Target:
+        root = str(tmp_path)
+        proc_before_read = None
+
+    config = parse_config("state_dir: {}\nthresholds: {{{}: 12}}\n".format(tmp_path, HUNG_CPU_PARAM), "c.yaml")
+    assert build(SourceContext(config, Target(), None)).hung_cpu == 12

@@ -17,7 +17,6 @@ samples in a row; its duration is how long the samples have seen it there.
 
 import dataclasses
 import os
-import time
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
@@ -35,6 +34,12 @@ MAX_FDS = 4096
 MAX_THREADS = 4096
 MAX_NAMED = 5
 Key = Tuple[int, int]  # (npu, chip)
+# The hang detector's CPU level, the rules' `chip_hung_cpu_seconds_per_minute` (rules/builtin.yaml: the Ascend
+# Device Plugin's default; a config's `thresholds` may move it). A poll judged early (Tier.judged) only when a
+# chip's processes crossed it or their blocked set changed: a rate that stays on one side of it tells no rule
+# anything new before the main table's next pass.
+HUNG_CPU_PARAM = "chip_hung_cpu_seconds_per_minute"
+HUNG_CPU_DEFAULT = 5.0
 Identity = Tuple[int, int]  # (pid, start ticks): one process, even after its pid is reused
 
 
@@ -133,8 +138,9 @@ class ProcessesSource(SingleTierSource[Dict[Key, ChipProcesses]]):
 
     def __init__(self, reader: ProcReader, config: ProcessesConfig, max_age: float, clock: Callable[[], float],
                  sleep: Callable[[float], None], before_read: Optional[Callable[[float], Any]] = None,
-                 ticks_per_second: float = 100.0):
+                 ticks_per_second: float = 100.0, hung_cpu_seconds_per_minute: float = HUNG_CPU_DEFAULT):
         super().__init__(config.interval_seconds, max_age, clock)
+        self.hung_cpu = hung_cpu_seconds_per_minute
         self.reader = reader
         self.sample_seconds = config.cpu_sample_seconds
         self.sleep = sleep
@@ -146,6 +152,13 @@ class ProcessesSource(SingleTierSource[Dict[Key, ChipProcesses]]):
     def tiers(self) -> Sequence[Tier]:
         # not in a quick `npumon check`: a new process costs a second sample, cpu_sample_seconds later
         return [Tier(self.name, self.interval, quick=False, judged=True)]  # hung and D-state processes
+
+    def fingerprint(self, value: Dict[Key, ChipProcesses]) -> Any:
+        """Per chip: whether its processes' CPU is known and below the hang level, and which are blocked."""
+        return {key: (found.cpu_seconds_per_minute is None,
+                      found.cpu_seconds_per_minute is not None and found.cpu_seconds_per_minute < self.hung_cpu,
+                      tuple(blocked.pid for blocked in found.blocked))
+                for key, found in value.items()}
 
     def _moment(self) -> float:
         """The time of a sample, /proc brought up to it first where the Target needs that."""
@@ -258,7 +271,8 @@ def build(context: SourceContext) -> Optional[ProcessesSource]:
         return None
     target = context.target
     return ProcessesSource(ProcReader(os.path.join(target.root, "proc")), config, context.config.max_age_seconds,
-                           context.clock, context.sleep, target.proc_before_read, _ticks_per_second())
+                           context.clock, context.sleep, target.proc_before_read, _ticks_per_second(),
+                           context.config.thresholds.get(HUNG_CPU_PARAM, HUNG_CPU_DEFAULT))
 
 
 # -- rule facts --------------------------------------------------------------------------------
