@@ -28,6 +28,7 @@ START_AFTER_BOOT_SECONDS = 3000.0
 _RECORD = "procs.json"
 _LOCK = "procs.lock"
 _OTHER_FILES = ("/dev/null", "/dev/null", "/dev/null", "/dev/davinci_manager", "/dev/devmm_svm")
+_static_written: Dict[str, Any] = {}  # process directory -> (comm, fd links) this process wrote there last
 
 
 def write_processes(state_dir: str, now: float) -> None:
@@ -95,9 +96,15 @@ def _write_process(root: str, pid: int, process: Dict[str, Any], cpu_seconds: fl
     line = "{} ({}) {}\n".format(pid, comm, " ".join(str(f) for f in fields))
     _replace(os.path.join(directory, "stat"), line)
     _replace(os.path.join(directory, "task", str(pid), "stat"), line)  # its one thread, the main one
-    _replace(os.path.join(directory, "comm"), comm + "\n")
     links = list(_OTHER_FILES) + ["/dev/davinci{}".format(device) for device in sorted(process["devices"])]
     fd_dir = os.path.join(directory, "fd")
+    # The name and the open devices rarely change: left as they are when this process wrote them last and
+    # they are still there (a host's /proc costs its reader nothing; the simulator's runs in the reader).
+    static = (comm, tuple(links))
+    if _static_written.get(directory) == static and os.path.lexists(os.path.join(fd_dir, str(len(links) - 1))) \
+            and os.path.exists(os.path.join(directory, "comm")):
+        return
+    _replace(os.path.join(directory, "comm"), comm + "\n")
     os.makedirs(fd_dir, exist_ok=True)
     for name in os.listdir(fd_dir):
         if not name.isdigit() or int(name) >= len(links):
@@ -109,6 +116,7 @@ def _write_process(root: str, pid: int, process: Dict[str, Any], cpu_seconds: fl
         with contextlib.suppress(FileNotFoundError):
             os.unlink(path)
         os.symlink(target, path)
+    _static_written[directory] = static
 
 
 def _replace(path: str, text: str) -> None:
