@@ -23,6 +23,7 @@ import time
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from .latency import seconds_since_start
 from .products import FAMILY_310B, FAMILY_310P, get_product
 from .state import STATE_ENV, SimStateError, read_state, scenario_time
 from .values import network_values_at
@@ -291,15 +292,17 @@ COMMANDS = {"-link": _link, "-net_health": _net_health, "-link_stat": _link_stat
             "-netdetect": _netdetect}
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Optional[Sequence[str]] = None, started_seconds_ago: float = 0.0) -> int:
+    """`started_seconds_ago`: how long the process has run already (its start is part of the call's time)."""
     args = list(sys.argv[1:] if argv is None else argv)
     try:
         call = begin_call(args, os.environ.get(STATE_ENV), time.time())
     except (SimStateError, OSError, ValueError) as exc:
         sys.stderr.write("hccn-tool-sim: {}\n".format(exc))
         return EXIT_SIMULATOR_MISUSE
-    if call.wait_seconds:
-        time.sleep(call.wait_seconds)
+    wait = call.wait_seconds - started_seconds_ago
+    if wait > 0:
+        time.sleep(wait)
     out, err, status = call.answer()
     sys.stdout.write(out)
     sys.stderr.write(err)
@@ -308,4 +311,4 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(started_seconds_ago=seconds_since_start()))

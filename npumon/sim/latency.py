@@ -41,11 +41,14 @@ numbers: 8 cards of one chip each, and no public timing of either (estimates). A
 npu-smi refuses, costs what any chip query costs: the refusal comes after DCMI init.
 
 So on the default product (8 x 910B3) the main table takes about 1.06 s, a card or chip query 0.55 s; on the
-16-chip A3 the table takes about 2.6 s, a card query 2.0 s and a chip query 1.75 s. The simulator executable's
-own Python start (about 60 ms) comes on top; the in-process simulator adds nothing.
+16-chip A3 the table takes about 2.6 s, a card query 2.0 s and a chip query 1.75 s. Those times are whole calls,
+process start included, so the simulator executable waits them less its own Python start (0.1-0.3 s, more than
+an hccn_tool call's whole model: `seconds_since_start`, passed to the executables' `main`); the in-process
+simulator adds nothing.
 """
 
 import math
+import os
 import random
 from dataclasses import dataclass
 from typing import Dict, Optional, Sequence
@@ -154,3 +157,18 @@ def _query_type(args: Sequence[str]) -> Optional[str]:
     args = list(args)
     index = args.index("-t") + 1 if "-t" in args else len(args)
     return args[index] if index < len(args) else None
+
+
+def seconds_since_start() -> float:
+    """How long this process has run (the interpreter's start and the simulator's imports), from /proc; 0 where
+    that cannot be read. A simulated tool run as a program sleeps its call's time less this, so that the call
+    takes the modelled time however slowly the machine starts Python."""
+    try:
+        with open("/proc/self/stat", encoding="ascii", errors="replace") as handle:
+            fields = handle.read().rsplit(")", 1)[1].split()
+        with open("/proc/uptime", encoding="ascii") as handle:
+            uptime = float(handle.read().split()[0])
+        return max(0.0, uptime - int(fields[19]) / os.sysconf("SC_CLK_TCK"))  # field 22, starttime
+    except (OSError, ValueError, IndexError):
+        return 0.0
+

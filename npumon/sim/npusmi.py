@@ -26,7 +26,7 @@ from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from .hostroot import advance_cpu
 from .hostspec import host_root_spec
-from .latency import call_seconds
+from .latency import call_seconds, seconds_since_start
 from .products import BOARD_WIDE_KNOBS, PWM_MODE, QUERYABLE_KNOBS, ChipSlot, Product, get_product
 from .render_query import render_query
 from .render_table import Chip, render_info, render_list, render_mapping
@@ -155,7 +155,8 @@ def misuse_message(exc: Exception) -> str:
     return "npu-smi-sim: {}\n".format(exc)
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Optional[Sequence[str]] = None, started_seconds_ago: float = 0.0) -> int:
+    """`started_seconds_ago`: how long the process has run already (its start is part of the call's time)."""
     args = list(sys.argv[1:] if argv is None else argv)
     state_dir = os.environ.get(STATE_ENV)
     try:
@@ -165,8 +166,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return EXIT_SIMULATOR_MISUSE
     if call.hangs:
         _hang(state_dir)
-    if call.wait_seconds:
-        time.sleep(call.wait_seconds)
+    wait = call.wait_seconds - started_seconds_ago
+    if wait > 0:
+        time.sleep(wait)
     text, status = call.answer()
     sys.stdout.write(text)
     sys.stdout.flush()
@@ -377,4 +379,4 @@ def _advance_host_cpu(state_dir: str, state: Dict, now: float, t: float) -> None
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(started_seconds_ago=seconds_since_start()))

@@ -5,6 +5,8 @@ simulation's and the scenario's scales multiply it, 0 turning it off."""
 import json
 import os
 import random
+import subprocess
+import sys
 import time
 
 import pytest
@@ -18,6 +20,8 @@ from npumon.sim.scenario import ScenarioError, load_scenario
 from npumon.sim.simulation import prepare_simulation, set_latency_scale
 from npumon.sim.state import STATE_ENV, STATE_FILE
 from npumon.sources.runner import CommandRunner
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 A2, A3 = get_product("atlas-800i-a2"), get_product("atlas-a3")
 TABLE_ARGS = ["info"]
@@ -131,6 +135,27 @@ def test_the_executable_sleeps_the_models_seconds_before_it_answers(tmp_path, mo
     monkeypatch.setenv(STATE_ENV, sim.env[STATE_ENV])
     assert main(TABLE_ARGS) == 0 and "910B3" in capsys.readouterr().out
     assert slept == [pytest.approx(expected)]
+
+
+def test_the_executables_own_start_is_part_of_the_calls_time(tmp_path, monkeypatch, capsys):
+    sim = prepare_simulation(str(tmp_path), "healthy", latency_scale=1)
+    expected = call_seconds(A2, TABLE_ARGS, random.Random(5))
+    seeded = random.Random
+    slept = []
+    monkeypatch.setattr(time, "sleep", slept.append)
+    monkeypatch.setattr(random, "Random", lambda: seeded(5))
+    monkeypatch.setenv(STATE_ENV, sim.env[STATE_ENV])
+    assert main(TABLE_ARGS, started_seconds_ago=0.3) == 0 and "910B3" in capsys.readouterr().out
+    assert slept == [pytest.approx(expected - 0.3)]
+    assert main(["-v"], started_seconds_ago=0.3) == 0 and slept[1:] == []  # started slower than the call takes
+
+
+def test_a_process_knows_how_long_it_has_run():
+    code = ("import time; from npumon.sim.latency import seconds_since_start as age; first = age(); "
+            "time.sleep(0.3); print(first, age() - first)")
+    first, later = map(float, subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                             check=True, cwd=REPO).stdout.split())
+    assert 0 < first < 5 and later == pytest.approx(0.3, abs=0.05)  # /proc's clock ticks: 10 ms
 
 
 @pytest.mark.e2e
