@@ -16,7 +16,7 @@ class NetworkConfig:
     # collector gives it 10 s. A chip whose call ran out of time is left alone until not_ready_retry_seconds.
     timeout_seconds: float = 10.0
     not_ready_retry_seconds: float = 300.0
-    link_seconds: float = 60.0  # -link, -link_stat, -net_health, -speed (npu-exporter: 60 s)
+    link_seconds: float = 60.0  # -link_stat, -net_health; -link, -speed when the link moved (npu-exporter: 60 s)
     stat_seconds: float = 60.0  # -stat counters
     bandwidth_seconds: float = 300.0  # -bandwidth: each call samples for 1 s
     optical_seconds: float = 300.0  # -optical: the module's registers over I2C

@@ -48,7 +48,7 @@ NAME = "hccn"
 # tier -> (its interval's config key, the commands it asks each chip, polled by a quick `npumon check`)
 TIERS = {
     # not quick: 4 calls per chip do not fit NRPE's 10 s beside npu-smi on a 16-chip A3 (`--full` reads them)
-    NAME: ("link_seconds", ("-link", "-link_stat", "-net_health", "-speed"), False),
+    NAME: ("link_seconds", ("-link_stat", "-net_health", "-link", "-speed"), False),
     NAME + ":stat": ("stat_seconds", ("-stat",), False),
     NAME + ":bandwidth": ("bandwidth_seconds", ("-bandwidth",), False),
     NAME + ":optical": ("optical_seconds", ("-optical",), False),
@@ -57,6 +57,12 @@ TIERS = {
 # the tiers whose answers carry faults (link state and flaps, error counters, optical levels): judged soon after
 JUDGED_TIERS = frozenset((NAME, NAME + ":stat", NAME + ":optical"))
 MAX_PHY_ID = 99  # `-i` takes at most two digits (MAX_PHY_ID_LEN 2)
+# The link's state and its negotiated speed change only with a transition, which moves -link_stat's up or down
+# count: a chip whose counts are what they were when these were last asked keeps their answers (confirmed as of
+# this poll) without asking again, half of the link tier's calls. Asked again at least every LINK_RECHECK_SECONDS,
+# and every time where the tool prints no down count (older drivers: a link going down moves no count).
+SETTLED_BY_LINK_STAT = {"-link": "link_status", "-speed": "speed_mbps"}
+LINK_RECHECK_SECONDS = 600.0
 FIRST_CHIPS_WAIT_SECONDS = 1.0
 WAIT_GRACE_TABLE_POLLS = 3  # npu-smi's table polls a tier may wait for the chips and not be down
 WAITING = "no chips yet: npu-smi has not listed them"
@@ -135,6 +141,8 @@ class HccnSource:
         # after a rest must not clear the finding for the seconds it takes to time out once more)
         self._not_ready: set = set()
         self._unsupported: set = set()  # commands the product refuses
+        # (chip, -link or -speed) -> (-link_stat's counts when it was last asked, time.monotonic() then)
+        self._asked_at_counts: Dict[Tuple[ChipKey, str], Tuple[Tuple[int, int], float]] = {}
         # every tier's status; a tier shows once it has been polled (a quick check polls none)
         self.recorder = PollRecorder(NAME, lambda tier: allowed_age(self.max_age, self.interval(tier)), clock)
         self._waiting_since: Dict[str, float] = {}  # tier -> when it began to wait for npu-smi's chips
@@ -282,7 +290,10 @@ class HccnSource:
         # A one-shot pass under a budget (`npumon check`) cannot give a chip that hangs the daemon's deadline.
         timeout = self.settings.timeout_seconds if self.runner.not_after is None \
             else min(self.settings.timeout_seconds, ONE_SHOT_TIMEOUT_SECONDS)
+        counts: Optional[Tuple[int, int]] = None  # this poll's -link_stat up and down counts
         for index, command in enumerate(commands):
+            if command in SETTLED_BY_LINK_STAT and self._settled(key, command, counts, started, tier):
+                continue
             result = self.runner.run(["-i", str(phy), command, "-g"], timeout_seconds=timeout,
                                      not_after=deadline, label=tier, program=self.program)
             if not result.started or result.cut_off:
@@ -308,6 +319,8 @@ class HccnSource:
                     return answered, 0, problems
                 continue
             answered += 1
+            if command == "-link_stat" and values and values.get("link_down_count") is not None:
+                counts = (values["link_up_count"], values["link_down_count"])
             with self._lock:
                 self._not_ready.discard(key)
                 fields = self._values.setdefault(key, {})
@@ -315,7 +328,25 @@ class HccnSource:
                     if name not in fields or judged_view(name, fields[name][2]) != judged_view(name, value):
                         self._moved.mark(tier)
                     fields[name] = (tier, started, value)
+                if command in SETTLED_BY_LINK_STAT and counts is not None:
+                    self._asked_at_counts[(key, command)] = (counts, time.monotonic())
         return answered, 0, problems
+
+    def _settled(self, key: ChipKey, command: str, counts: Optional[Tuple[int, int]], started: float,
+                 tier: str) -> bool:
+        """Whether -link or -speed would tell nothing new (SETTLED_BY_LINK_STAT); its answer is then confirmed
+        as of this poll."""
+        if counts is None:
+            return False
+        name = SETTLED_BY_LINK_STAT[command]
+        with self._lock:
+            asked = self._asked_at_counts.get((key, command))
+            fields = self._values.get(key, {})
+            if asked is None or asked[0] != counts or time.monotonic() - asked[1] >= LINK_RECHECK_SECONDS \
+                    or name not in fields:
+                return False
+            fields[name] = (tier, started, fields[name][2])
+        return True
 
     # -- reading ---------------------------------------------------------------------------------------
 

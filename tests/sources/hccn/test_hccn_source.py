@@ -131,7 +131,7 @@ def test_a_chip_whose_calls_block_delays_neither_the_other_chips_nor_the_main_ta
         links = [chip.extra["network"]["link_status"] for chip in snapshot.chips]
         assert links == ["UP", "UP", None, "UP", "UP", "UP", "UP", "UP"]
         status = snapshot.sources["hccn"]
-        assert status.ok and status.degraded and "npu2/chip0 (phy 2) -link: timed out" in status.error
+        assert status.ok and status.degraded and "npu2/chip0 (phy 2) -link_stat: timed out" in status.error
         assert "may not be ready" in status.error
         # next polls leave the not-ready chip alone instead of waiting out its deadline again
         for tier in ("hccn", "hccn:optical"):
@@ -342,8 +342,8 @@ def test_each_answer_is_parsed_and_dropped_before_the_next_call(line_bytes):
     line = b"link status: UP".ljust(line_bytes - 1) + b"\n"
     answers = BigAnswers(lambda: line * (ANSWER_BYTES // line_bytes))
     status, peak = traced_poll(answers, "hccn")
-    assert answers.calls == ["-link", "-link_stat", "-net_health", "-speed"]
-    assert "unreadable -link" in status.error  # the answers are not -link_stat's, nor 4096 lines at most
+    assert answers.calls == ["-link_stat", "-net_health", "-link", "-speed"]
+    assert "unreadable -link_stat" in status.error  # the answers are not -link_stat's, nor 4096 lines at most
     assert peak < 2.5 * ANSWER_BYTES, "peak {:.1f} x the answer".format(peak / ANSWER_BYTES)
 
 
@@ -435,3 +435,61 @@ def test_a_stat_poll_is_news_for_the_rules_when_a_fault_counter_moved_not_traffi
     answers.counters.update(roce_rx_err_pkt_num=3)
     source.poll("hccn:stat", chips)
     assert source.recorder.take_news("hccn:stat") == (False, True)
+
+
+class LinkAnswers:
+    """A spawn in place of hccn_tool answering the link tier's commands for the port state the test sets, in
+    the current driver's wording (captures: link_stat_with-link-down-count_hccl-doc.txt)."""
+
+    def __init__(self, down_count_line=True):
+        self.link, self.speed, self.ups, self.downs = "UP", 200000, 1, 0
+        self.down_count_line = down_count_line
+        self.calls = []
+
+    def __call__(self, argv, env, timeout_seconds):
+        command = argv[-2]
+        self.calls.append(command)
+        text = {"-link": "link status: {}\n".format(self.link),
+                "-speed": "Speed: {} Mb/s\n".format(self.speed) if self.link == "UP" else "Speed: Unknown!\n",
+                "-net_health": "net health status: Success\n",
+                "-link_stat": "[devid 0]current time        : Wed Dec  2 10:00:00 2026\n"
+                              "[devid 0]link up count       : {}\n".format(self.ups)
+                              + ("[devid 0]link down count     : {}\n".format(self.downs) if self.down_count_line
+                                 else "") + "[devid 0]link change records :\n"}[command]
+        return CommandResult(list(argv), 0, text, "", 0.01)
+
+
+def link_poll(source, answers):
+    answers.calls.clear()
+    source.poll("hccn", [ChipSample(0, 0, name="910B3", phy_id=0)])
+    network = source.networks(time.time(), [ChipSample(0, 0, name="910B3", phy_id=0)])[(0, 0)]
+    return sorted(answers.calls), network["link_status"], network["speed_mbps"]
+
+
+def test_link_and_speed_are_asked_again_only_when_the_link_stat_counts_moved(monkeypatch):
+    import npumon.sources.hccn.source as hccn_source
+
+    answers = LinkAnswers()
+    source = HccnSource(parse_config("").network, ["hccn_tool"], CommandRunner(["npu-smi"], 10, spawn=answers),
+                        120.0, check_program=False)
+    every = sorted(["-link_stat", "-net_health", "-link", "-speed"])
+    assert link_poll(source, answers) == (every, "UP", 200000)
+    assert source.recorder.take_news("hccn")[1] is True
+    assert link_poll(source, answers) == (["-link_stat", "-net_health"], "UP", 200000)  # confirmed, not asked
+    assert source.recorder.take_news("hccn")[1] is False  # nothing new for the rules either
+    answers.link, answers.downs = "DOWN", 1
+    assert link_poll(source, answers) == (every, "DOWN", None)
+    assert link_poll(source, answers) == (["-link_stat", "-net_health"], "DOWN", None)
+    answers.link, answers.ups, answers.speed = "UP", 2, 100000  # back up, trained slower
+    assert link_poll(source, answers) == (every, "UP", 100000)
+    monkeypatch.setattr(hccn_source, "LINK_RECHECK_SECONDS", 0.0)  # at least every LINK_RECHECK_SECONDS anyway
+    assert link_poll(source, answers) == (every, "UP", 100000)
+
+
+def test_without_a_down_count_the_link_is_asked_every_poll():
+    answers = LinkAnswers(down_count_line=False)  # older drivers: a link going down moves no count
+    source = HccnSource(parse_config("").network, ["hccn_tool"], CommandRunner(["npu-smi"], 10, spawn=answers),
+                        120.0, check_program=False)
+    link_poll(source, answers)
+    answers.link = "DOWN"
+    assert link_poll(source, answers) == (sorted(["-link_stat", "-net_health", "-link", "-speed"]), "DOWN", None)
