@@ -23,7 +23,7 @@ from npumon.sim.kubelet import FakeKubelet  # noqa: E402 - needs grpc
 # Below the unit's TasksMax=128: the daemon's budget (40) with room for the tools' processes. In the simulator
 # the daemon before the thread budget reached 80 within 40 s here and had 48 starts refused; after it, 35 tasks.
 TASK_LIMIT = 80
-RUN_SECONDS = 150.0  # the first polls of every tier and the thread peak of the start are within it
+RUN_SECONDS = 90.0  # the start's thread peak, the first polls of every tier and a second minute of the link tiers
 SCRAPE_SECONDS = 5.0
 AER_LINE = "<3>[{:>12.6f}] [ascend] [ERROR] [drv_pcie] [devdrv_aer 101] <kworker/0:1:77,77> Error detected. " \
            "(dev_id=3; aer_cnt=1)\n"

@@ -20,9 +20,9 @@ from npumon.sim.fleet_load import FleetWatch
 
 PROMETHEUS = shutil.which("prometheus")
 HOSTS = 50
-RUN_SECONDS = 150
+RUN_SECONDS = 90  # held after every target is up: 18 scrapes of each host at 5 s
 # The target is 100 ms at p99, which 50 daemons and Prometheus on 2 cores do not reach (benchmarks/results/fleet.md:
-# 181 ms at the median target, 984 ms at the worst over 10 minutes; this run's 2.5 minutes are mostly the hosts'
+# 181 ms at the median target, 984 ms at the worst over 10 minutes; this run's minute and a half follows the hosts'
 # start, when the worst target's p99 was 2.1 s once). The bound here is what must never happen: a scrape near
 # Prometheus's 5 s timeout, which would count the target down.
 SCRAPE_P99_LIMIT = 4.0
