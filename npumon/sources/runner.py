@@ -16,6 +16,7 @@ A call that npumon's own stop or reload ended (killed by terminate_all, or refus
 """
 
 import codecs
+import collections
 import dataclasses
 import logging
 import os
@@ -94,6 +95,44 @@ class CommandResult:
 Spawn = Callable[[List[str], Dict[str, str], float], CommandResult]
 
 
+class Slots:
+    """Call slots taken in the order they were asked for. A threading.Semaphore lets a thread that releases a slot
+    take it again before the waiter it woke runs: a tier that streams 16 calls through the pool kept both slots,
+    and a single call of another tier (`info -m`) waited out its whole minute on a busy A3."""
+
+    def __init__(self, count: int) -> None:
+        self._free = count
+        self._waiting: "collections.deque[object]" = collections.deque()  # tickets, first come first served
+        self._cond = threading.Condition()
+
+    def acquire(self, timeout: float) -> bool:
+        """A slot within `timeout` seconds, after every caller that asked before; False when none came."""
+        with self._cond:
+            if self._free and not self._waiting:
+                self._free -= 1
+                return True
+            ticket = object()
+            self._waiting.append(ticket)
+            until = time.monotonic() + timeout
+            while not (self._free and self._waiting[0] is ticket):
+                left = until - time.monotonic()
+                if left <= 0:
+                    self._waiting.remove(ticket)
+                    self._cond.notify_all()  # the next in line may be first now
+                    return False
+                self._cond.wait(left)
+            self._waiting.popleft()
+            self._free -= 1
+            if self._free and self._waiting:
+                self._cond.notify_all()
+            return True
+
+    def release(self) -> None:
+        with self._cond:
+            self._free += 1
+            self._cond.notify_all()
+
+
 class CommandRunner:
     """Runs `prefix + args` with a deadline and at most `max_concurrent` processes at a time.
 
@@ -121,9 +160,9 @@ class CommandRunner:
         self.timeout_seconds = timeout_seconds
         self.max_output_bytes = max_output_bytes
         self.max_concurrent = max_concurrent
-        self._slots = threading.BoundedSemaphore(max_concurrent)
+        self._slots = Slots(max_concurrent)
         self.pool = CallPool(max_concurrent)
-        self._priority_slots = threading.BoundedSemaphore(priority_slots) if priority_slots else self._slots
+        self._priority_slots = Slots(priority_slots) if priority_slots else self._slots
         self._extra_env = dict(env or {})
         self._live_lock = threading.Lock()
         self._live: Dict[launch.Child, str] = {}  # running child -> its call marker

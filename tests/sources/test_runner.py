@@ -85,6 +85,49 @@ def test_a_call_waits_for_a_slot_only_until_the_callers_budget_ends():
     assert runner.stats.snapshot()["q"].not_started == 1
 
 
+def test_a_caller_gets_its_slot_in_turn_not_after_a_stream_of_calls_that_began_before():
+    order = []
+
+    def spawn(argv, env, timeout_seconds):
+        order.append(argv[-1])
+        time.sleep(0.01)
+        return CommandResult(list(argv), 0, "", "", 0.01)
+
+    runner = CommandRunner(["npu-smi"], timeout_seconds=5, max_concurrent=1, spawn=spawn)
+    streaming = threading.Event()
+
+    def stream():  # one tier's calls, back to back, each taking the slot again as soon as it gave it back
+        for index in range(30):
+            runner.run([str(index)])
+            streaming.set()
+
+    streamer = threading.Thread(target=stream)
+    streamer.start()
+    streaming.wait(5)
+    single = runner.run(["single"])
+    streamer.join()
+    assert single.started
+    assert order.index("single") <= order.index("1") + 3, order  # a plain semaphore let the stream go first
+
+
+def test_a_slot_waiter_whose_time_runs_out_lets_the_next_in_line_go():
+    from npumon.sources.runner import Slots
+
+    slots = Slots(1)
+    assert slots.acquire(0)
+    got = []
+    impatient = threading.Thread(target=lambda: got.append(("impatient", slots.acquire(0.1))))
+    impatient.start()
+    time.sleep(0.02)  # first in line
+    patient = threading.Thread(target=lambda: got.append(("patient", slots.acquire(5))))
+    patient.start()
+    impatient.join(5)
+    assert got == [("impatient", False)]  # gave up; the slot is still taken
+    slots.release()
+    patient.join(5)
+    assert got == [("impatient", False), ("patient", True)]
+
+
 def test_a_budget_cuts_a_running_call_off():
     runner = CommandRunner([PY, "-c", "import time; time.sleep(5)"], timeout_seconds=10)
     started = time.monotonic()
