@@ -242,7 +242,7 @@ def test_without_kubernetes_validate_the_stand_in_takes_the_sinks_bodies_by_the_
         assert "structural" in stand_in.checked_against
         endpoint = Endpoint(stand_in.url, token=apiserver.TOKEN)
         sink = KubernetesSink(KubernetesHandoffConfig(enabled=True), "node-a",
-                              lambda method, path, body, kind: request(endpoint, method, path, 2.0, body, kind),
+                              lambda method, path, body, kind: request(endpoint, method, path, 10.0, body, kind),
                               lambda: 1_800_000_000.0, lambda *args: None)
         reason = Reason("hbm-ecc-uncorrectable", "critical", "HBM uncorrectable ECC errors: 3", "isolate_and_reset")
         sink.offer(HostVerdict(DEGRADED, (), (ChipVerdict("npu3/chip0", OUT_OF_SERVICE, (reason,)),)))
@@ -265,7 +265,7 @@ def test_the_stand_in_keeps_a_bounded_number_of_configmaps(monkeypatch):
         def create(name):
             body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": "default"},
                     "data": {"k": "v"}}
-            return request(endpoint, "POST", "/api/v1/namespaces/default/configmaps", 2.0, body)
+            return request(endpoint, "POST", "/api/v1/namespaces/default/configmaps", 10.0, body)
 
         for index in range(3):
             create("cm-{}".format(index))

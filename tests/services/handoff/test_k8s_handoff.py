@@ -52,7 +52,7 @@ class Harness:
         endpoint = Endpoint(server.url, token=token)
 
         def send(method, path, body, content_type):
-            return request(endpoint, method, path, 2.0, body, content_type)
+            return request(endpoint, method, path, 10.0, body, content_type)
 
         self.sink = KubernetesSink(self.config, NODE, None if dry_run else send, self.clock,
                                    lambda *args: self.recorded.append(args), self.wakes.append)

@@ -127,10 +127,10 @@ def test_a_kubeconfig_token_file_is_read_on_every_request(tmp_path):
         path = tmp_path / "kubeconfig"
         path.write_text(KUBECONFIG.format(server=stub.url, user="tokenFile: token"))
         endpoint = from_kubeconfig(str(path))
-        assert request(endpoint, "GET", "/api/v1/nodes/node-a", 2.0)["metadata"]["name"] == "node-a"
+        assert request(endpoint, "GET", "/api/v1/nodes/node-a", 10.0)["metadata"]["name"] == "node-a"
         stub.token = "rotated"
         (tmp_path / "token").write_text("rotated\n")  # the kubelet rotated the projected token
-        assert request(endpoint, "GET", "/api/v1/nodes/node-a", 2.0)["metadata"]["name"] == "node-a"
+        assert request(endpoint, "GET", "/api/v1/nodes/node-a", 10.0)["metadata"]["name"] == "node-a"
     finally:
         stub.close()
 

@@ -60,7 +60,7 @@ class Harness:
         endpoint = Endpoint(self.server.url, token=TOKEN)
 
         def send(method, path, body, content_type):
-            return request(endpoint, method, path, 2.0, body, content_type)
+            return request(endpoint, method, path, 10.0, body, content_type)
 
         self.config = config or MindClusterHandoffConfig(enabled=True, dry_run=dry_run)
         self.route = ConfigMapRoute(NAMESPACE, NODE, None if dry_run else send)
