@@ -171,4 +171,3 @@ def seconds_since_start() -> float:
         return max(0.0, uptime - int(fields[19]) / os.sysconf("SC_CLK_TCK"))  # field 22, starttime
     except (OSError, ValueError, IndexError):
         return 0.0
-

@@ -50,7 +50,7 @@ def write_processes(state_dir: str, now: float) -> None:
             cpu[key] = cpu[key] + rate * elapsed if key in cpu else rate * STARTED_SECONDS_AGO
             _write_process(root, pid, process, cpu[key])
         for key in [key for key in cpu if int(key) not in wanted]:
-            shutil.rmtree(os.path.join(root, "proc", key), ignore_errors=True)
+            _remove_process(root, key)
             del cpu[key]
         _save(os.path.join(sim_dir, _RECORD), {"now": max(now, record.get("now", now)), "cpu": cpu})
 
@@ -59,9 +59,15 @@ def reset_processes(root: str) -> None:
     """A new simulation under `root`: no processes, no CPU time from an earlier run's."""
     record = _load(os.path.join(root, ".sim", _RECORD))
     for key in record.get("cpu", {}):
-        shutil.rmtree(os.path.join(root, "proc", key), ignore_errors=True)
+        _remove_process(root, key)
     with contextlib.suppress(FileNotFoundError):
         os.unlink(os.path.join(root, ".sim", _RECORD))
+
+
+def _remove_process(root: str, pid: str) -> None:
+    directory = os.path.join(root, "proc", pid)
+    shutil.rmtree(directory, ignore_errors=True)
+    _static_written.pop(directory, None)  # what this process wrote there is gone with it
 
 
 def _processes_at(state: Dict[str, Any], t: float) -> Dict[int, Dict[str, Any]]:

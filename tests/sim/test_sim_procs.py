@@ -9,6 +9,7 @@ import pytest
 from clocked_host import ClockedHost
 from simulated_pass import judged_pass
 from npumon.settings import parse_config
+from npumon.sim import procs
 from npumon.sim.procs import write_processes
 from npumon.sim.simulation import list_products, list_scenarios, prepare_simulation
 from npumon.sim.state import read_state
@@ -50,6 +51,7 @@ def test_processes_gone_from_the_scenario_leave_proc_and_a_new_simulation_starts
     assert len([name for name in os.listdir(os.path.join(sim.root, "proc")) if name.isdigit()]) == 8
     prepare_simulation(str(tmp_path), "unsupported", product="atlas-200i-a2", time_scale=0, latency_scale=0)
     assert [name for name in os.listdir(os.path.join(sim.root, "proc")) if name.isdigit()] == []
+    assert not [path for path in procs._static_written if path.startswith(sim.root)]  # forgotten with them
     write_processes(str(tmp_path), start)
     assert [name for name in os.listdir(os.path.join(sim.root, "proc")) if name.isdigit()] == []
 
