@@ -343,10 +343,11 @@ class NotifyService:
             # The log gets the start of an outage and its end (_outage_ended), the event history its start;
             # a retry is no news.
             if state.failures == 1:
-                log.warning("%s (an outage begins: its retries are logged at debug, its end at info)", message)
                 state.failing_since = now
+                # recorded before it is logged: whoever sees the line (and stops npumon) finds it in the history
                 self._record_event(EVENT_KIND, "receiver/" + name, message, "warning",
                                    {"receiver": name, "endpoint": receiver.endpoint, "error": answer.detail})
+                log.warning("%s (an outage begins: its retries are logged at debug, its end at info)", message)
             else:
                 log.debug("%s", message)
         else:
@@ -355,11 +356,11 @@ class NotifyService:
             self._outage_ended(name, state, now, "answers again")  # it is up; the message was refused
             message = "receiver {!r} ({}) refused {} notification(s): {}".format(
                 name, receiver.endpoint, len(sent), answer.detail)
-            log.error("%s", message)
             self._record_event(EVENT_KIND, "receiver/" + name, message, "critical", {
                 "receiver": name, "endpoint": receiver.endpoint, "answer": answer.detail,
                 "alerts": [{"rule": item.alert.rule, "subject": item.alert.subject, "status": item.alert.status}
                            for item in sent]})
+            log.error("%s", message)  # after the record, as above
 
     def _outage_ended(self, name: str, state: _ReceiverState, now: float, how: str) -> None:
         """The service answered: the outage, if there was one, is over (one line, as its start had)."""
