@@ -2,9 +2,10 @@
 
 Polling: one APScheduler job per tier of every listed source (sources/registry.py). A job never overlaps
 itself (max_instances=1), a late run is coalesced into one, and nothing in a job can block for long: every
-source polls under a deadline. A tier may ask to run again early (a retry); its source says when. The primary
-tier's job (npu-smi's main table) also evaluates the rules, so findings follow the freshest numbers; it and
-the watchdog ping run on threads of their own, so slow services can never delay them.
+source polls under a deadline. A tier may ask for its next run sooner (a retry) or later (the call budget,
+sources/budget.py); its source says when. The primary tier's job (npu-smi's main table) also evaluates the
+rules, so findings follow the freshest numbers; it and the watchdog ping run on threads of their own, so slow
+services can never delay them.
 
 Readers (the exporter, /status, /healthz) only read `DaemonState`: a scrape never runs npu-smi, and
 nothing served over HTTP changes state (but for an authenticated POST /v1/ack, which records an acknowledgement in
@@ -100,7 +101,8 @@ class Daemon:
         self.registry.register(HttpStatsCollector(lambda: self.web.stats))
         self.npu_exporter_web = self._npu_exporter_web_server(config, node, security)
         self.collection = SourceSet(config, target)
-        self.registry.register(CallStatsCollector(lambda: self.collection.npu_smi.stats))
+        self.registry.register(CallStatsCollector(lambda: self.collection.npu_smi.stats,
+                                                  lambda: self.collection.npu_smi.budget.state()))
         self.services = ServiceSet([], self.registry)  # started by start(), once the port is ours
 
     def _web_server(self, config: Config, security: Optional[WebSecurity]) -> WebServer:
@@ -230,7 +232,8 @@ class Daemon:
     # -- jobs ------------------------------------------------------------------------------------------
 
     def run_tier(self, tier: str) -> None:
-        """Poll one tier; after the primary tier, judge and publish. A tier that asks to run again early does."""
+        """Poll one tier; after the primary tier, judge and publish. A tier that asks for its next run at another
+        time (a retry sooner, the call budget's stretch later) gets it."""
         collection = self.collection  # a reload may swap it
         retry = collection.poll(tier)
         if retry is not None:

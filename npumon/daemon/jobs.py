@@ -116,7 +116,7 @@ class Jobs:
         self._call_threads.fit(slots + 1)
 
     def run_soon(self, job_id: str, seconds: float) -> None:
-        """Move a job's next run up; its interval resumes after that run."""
+        """Move a job's next run to `seconds` from now (sooner or later); its interval resumes after that run."""
         try:
             self.scheduler.modify_job(job_id, next_run_time=utc_in(seconds))
         except JobLookupError:  # removed by a reload or a stop meanwhile

@@ -2,31 +2,41 @@
 
 Read at scrape time (counters since start, so rates work across polls): calls that ran, failures and timeouts
 among them, calls that found no free slot in time, the time spent waiting for a slot, polls that left calls out
-(the tier cannot finish within its interval at this npu-smi speed), and a histogram of call durations.
+(the tier cannot finish within its interval at this npu-smi speed), and a histogram of call durations. With
+the runner's call budget (sources/budget.py): how busy its shared slots were, and the stretch it set.
 """
 
-from typing import Callable, Dict, Iterator
+from typing import Callable, Dict, Iterator, Optional, Tuple
 
-from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from ..sources.budget import BudgetState
 from ..sources.runner import DURATION_BUCKETS, CallStats, LabelStats
 
 OTHER = "other"  # calls made without a label (the fan driver)
 
 
 class CallStatsCollector(Collector):
-    def __init__(self, get_stats: Callable[[], CallStats]):
+    def __init__(self, get_stats: Callable[[], CallStats], get_budget: Optional[Callable[[], BudgetState]] = None):
         self._get_stats = get_stats  # the daemon's current runner: a reload replaces it
+        self._get_budget = get_budget
 
     def collect(self) -> Iterator[Metric]:
         return self.collect_state(self.render_state())
 
-    def render_state(self) -> Dict[str, LabelStats]:
+    def render_state(self) -> Tuple[Dict[str, LabelStats], Optional[BudgetState]]:
         """The counts now: /metrics renders these families again only when a call changed them."""
-        return self._get_stats().snapshot()
+        return self._get_stats().snapshot(), None if self._get_budget is None else self._get_budget()
 
-    def collect_state(self, stats: Dict[str, LabelStats]) -> Iterator[Metric]:
+    def collect_state(self, state: Tuple[Dict[str, LabelStats], Optional[BudgetState]]) -> Iterator[Metric]:
+        stats, budget = state
+        if budget is not None:
+            yield GaugeMetricFamily("npumon_call_slots_busy_ratio", "Share of the shared npu-smi/hccn_tool call "
+                                    "slots' time held by calls over the last budget window.", value=budget.busy_share)
+            yield GaugeMetricFamily("npumon_poll_interval_stretch", "Times their configured intervals that the "
+                                    "npu-smi query and hccn_tool tiers poll at (1: as configured; more: the call "
+                                    "slots are too busy for them).", value=budget.stretch)
         counters = (
             ("npumon_source_calls_total", "npu-smi calls the source made that ran.", "calls"),
             ("npumon_source_call_failures_total", "npu-smi calls that ran and did not answer normally "

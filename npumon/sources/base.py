@@ -83,7 +83,8 @@ class Source(Protocol):
     def poll(self, tier: str, chips: Sequence[ChipSample]) -> Optional[float]:
         """Poll one tier within its deadline, through its PollRecorder (which times it, records its Outcome and
         catches what escapes); never raises. `chips`: the latest Snapshot's chips. Returns the seconds after
-        which this tier wants to run again early (a retry), or None to keep its interval."""
+        which this tier wants to run again (sooner: a retry; later: the call budget's stretch), or None to keep
+        its interval."""
 
     def statuses(self, now: float) -> Dict[str, SourceStatus]: ...  # tier name -> status, staleness judged
 
@@ -159,7 +160,7 @@ class Outcome:
     left_out: int = 0  # calls it did not make for lack of time or a free slot (asked first next time)
     waiting_on: Optional[str] = None  # down only because this other source is (shown only while down)
     degraded: bool = False  # works, but part of its answer was unreadable and left out (shown only while up)
-    retry: Optional[float] = None  # seconds after which it wants to run again early; None: its interval
+    retry: Optional[float] = None  # seconds after which it wants to run again (sooner or later); None: its interval
     shown: bool = True  # False: the tier has no status (not asked: another source reads its values)
     stopped: bool = False  # npumon's own stop or reload ended it: no news, the status stays as it was
     # what it read may differ, for a rule, from the last poll's answer; False: the same again (judging the rules
@@ -215,7 +216,7 @@ class PollRecorder:
 
     def execute(self, tier: str, poll: Callable[[float], Outcome]) -> Optional[float]:
         """Run `poll(started)` (`started`: the clock's time, which the values it reads carry) and record what it
-        found; returns the retry delay it asks for."""
+        found; returns the delay to its next run that it asks for (Outcome.retry)."""
         started, began = self._clock(), time.monotonic()
         try:
             outcome = poll(started)

@@ -32,6 +32,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from ..childenv import child_environment
 from . import launch
+from .budget import CallBudget
 from .children import CALL_MARKER_ENV, call_marker, kill_call
 from .pool import CallPool
 
@@ -161,6 +162,7 @@ class CommandRunner:
         self.max_output_bytes = max_output_bytes
         self.max_concurrent = max_concurrent
         self._slots = Slots(max_concurrent)
+        self.budget = CallBudget(max_concurrent)  # the time the shared slots were held: the tiers' stretch
         self.pool = CallPool(max_concurrent)
         self._priority_slots = Slots(priority_slots) if priority_slots else self._slots
         self._extra_env = dict(env or {})
@@ -219,6 +221,8 @@ class CommandRunner:
                                              cut_off=result.timed_out and deadline < CUT_OFF_SHARE * own_deadline)
         finally:
             slots.release()
+            if slots is self._slots:
+                self.budget.spent(time.monotonic() - started)
         self.stats.record(label, result)
         return result
 

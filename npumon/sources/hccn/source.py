@@ -34,6 +34,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ...model import NOT_POLLED, ChipSample, SourceStatus
 from ..base import Outcome, Parts, PollRecorder, Section, SourceContext, SourceSpec, Tier, TierMarks, allowed_age
+from ..budget import paced
 from ..runner import CommandResult, CommandRunner
 from . import parse
 from .config import DEFAULT_HCCN_TOOL, NetworkConfig, network_config_problems
@@ -144,11 +145,15 @@ class HccnSource:
         # (chip, -link or -speed) -> (-link_stat's counts when it was last asked, time.monotonic() then)
         self._asked_at_counts: Dict[Tuple[ChipKey, str], Tuple[Tuple[int, int], float]] = {}
         # every tier's status; a tier shows once it has been polled (a quick check polls none)
-        self.recorder = PollRecorder(NAME, lambda tier: allowed_age(self.max_age, self.interval(tier)), clock)
+        self.recorder = PollRecorder(NAME, self._allowed, clock)
         self._waiting_since: Dict[str, float] = {}  # tier -> when it began to wait for npu-smi's chips
 
     def interval(self, tier: str) -> float:
         return float(getattr(self.settings, TIERS[tier][0]))
+
+    def _allowed(self, tier: str) -> float:
+        """How old a tier's values may be: a tier the call budget stretches is fresh for its stretched interval."""
+        return allowed_age(self.max_age, self.interval(tier) * self.runner.budget.freshness_stretch())
 
     def tiers(self) -> List[Tier]:
         return [Tier(tier, self.interval(tier), quick=quick, judged=tier in JUDGED_TIERS)
@@ -160,7 +165,8 @@ class HccnSource:
     # -- polling ---------------------------------------------------------------------------------------
 
     def poll(self, tier: str, chips: Sequence[ChipSample] = ()) -> Optional[float]:
-        return self.recorder.execute(tier, lambda started: self._poll(tier, chips, started))
+        return self.recorder.execute(tier, lambda started: paced(
+            self._poll(tier, chips, started), self.interval(tier), self.runner.budget))
 
     def _poll(self, tier: str, chips: Sequence[ChipSample], started: float) -> Outcome:
         missing = self._program_problem()
@@ -366,7 +372,7 @@ class HccnSource:
                 continue
             network = dict(EMPTY, phy_id=phys.get(chip.key), not_ready=chip.key in not_ready)
             for name, (tier, when, value) in values.get(chip.key, {}).items():
-                if now - when <= allowed_age(self.max_age, self.interval(tier)):
+                if now - when <= self._allowed(tier):
                     network[name] = value
             result[chip.key] = network
         speeds = [network["speed_mbps"] for network in result.values()

@@ -46,6 +46,7 @@ from . import links as npusmi_links
 from .common import NpuSmiParseError
 from .identity import IdentityCache, cache_path, read_mapping
 from .table import MainTable, parse_info
+from ..budget import paced
 from ..runner import CommandResult, CommandRunner
 
 log = logging.getLogger(__name__)
@@ -172,7 +173,11 @@ class NpuSmiSource:
             for query in QUERY_TYPES]
 
     def poll(self, tier: str, chips: Sequence[ChipSample] = ()) -> Optional[float]:
-        return self.recorder.execute(tier, lambda started: self._poll(tier, started))
+        query = query_of(tier)
+        if query is None:  # the main table: a slot of its own, never stretched
+            return self.recorder.execute(tier, lambda started: self._poll(tier, started))
+        return self.recorder.execute(tier, lambda started: paced(
+            self._poll(tier, started), self.intervals.get(query, 0.0), self.runner.budget))
 
     def _poll(self, tier: str, started: float) -> Outcome:
         query = query_of(tier)
@@ -497,7 +502,7 @@ class NpuSmiSource:
     def allowed_age(self, query: str, max_age: float) -> float:
         """How old a query's values may be: a slow tier (ecc every 5 min, board every hour) does not go stale
         between two polls."""
-        return allowed_age(max_age, self.intervals.get(query, 0.0))
+        return allowed_age(max_age, self.intervals.get(query, 0.0) * self.runner.budget.freshness_stretch())
 
     def identity_pending(self) -> bool:
         """Whether the die ids (vdie_id, model_name) are still to be asked: the identity tier will run in this
