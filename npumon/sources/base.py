@@ -172,6 +172,13 @@ class Outcome:
         """A poll that found no value: the tier is down, its last success stays."""
         return cls(ok=False, error=error, read=False, **fields)
 
+    def paced(self, interval: float, stretch: float) -> "Outcome":
+        """This outcome with the delay it asks of the scheduler: its own retry if it has one, else its
+        interval times the call budget's stretch while that is above 1 (sources/budget.py)."""
+        if self.retry is not None or interval <= 0 or stretch <= 1.0:
+            return self
+        return dataclasses.replace(self, retry=interval * stretch)
+
 
 NOT_POLLED_STATUS = SourceStatus(ok=False, error=NOT_POLLED)
 

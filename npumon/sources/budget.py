@@ -23,8 +23,6 @@ import threading
 import time
 from typing import Callable
 
-from .base import Outcome
-
 log = logging.getLogger(__name__)
 
 BUDGET_WINDOW_SECONDS = 120.0
@@ -102,11 +100,3 @@ class CallBudget:
                      " (more slots: npu_smi_max_concurrent; fewer calls: longer poll.*_seconds, "
                      "network.*_seconds)" if after > before else "")
 
-
-def paced(outcome: Outcome, interval: float, budget: CallBudget) -> Outcome:
-    """A poll's outcome with the delay it asks of the scheduler: its own retry if it has one, else its
-    stretched interval while the budget stretches it."""
-    stretch = budget.stretch()
-    if outcome.retry is not None or interval <= 0 or stretch <= 1.0:
-        return outcome
-    return dataclasses.replace(outcome, retry=interval * stretch)

@@ -130,3 +130,11 @@ def test_slots_within_the_band_keep_the_configured_intervals(busy):
     budget.spent(busy * 240)
     clock.now += 120
     assert budget.stretch() == 1.0
+
+
+def test_a_poll_that_asks_its_own_retry_keeps_it_and_an_unstretched_one_keeps_its_interval():
+    from npumon.sources.base import Outcome
+    assert Outcome().paced(60.0, 2.5).retry == 150.0
+    assert Outcome(retry=5.0).paced(60.0, 2.5).retry == 5.0  # a source's own retry (backoff, waiting) wins
+    assert Outcome().paced(60.0, 1.0).retry is None  # not stretched: the scheduler's interval
+    assert Outcome().paced(0.0, 3.0).retry is None  # an off tier stays off

@@ -34,7 +34,6 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ...model import NOT_POLLED, ChipSample, SourceStatus
 from ..base import Outcome, Parts, PollRecorder, Section, SourceContext, SourceSpec, Tier, TierMarks, allowed_age
-from ..budget import paced
 from ..runner import CommandResult, CommandRunner
 from . import parse
 from .config import DEFAULT_HCCN_TOOL, NetworkConfig, network_config_problems
@@ -165,8 +164,8 @@ class HccnSource:
     # -- polling ---------------------------------------------------------------------------------------
 
     def poll(self, tier: str, chips: Sequence[ChipSample] = ()) -> Optional[float]:
-        return self.recorder.execute(tier, lambda started: paced(
-            self._poll(tier, chips, started), self.interval(tier), self.runner.budget))
+        return self.recorder.execute(tier, lambda started: self._poll(tier, chips, started).paced(
+            self.interval(tier), self.runner.budget.stretch()))
 
     def _poll(self, tier: str, chips: Sequence[ChipSample], started: float) -> Outcome:
         missing = self._program_problem()

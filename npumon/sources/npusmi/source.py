@@ -46,7 +46,6 @@ from . import links as npusmi_links
 from .common import NpuSmiParseError
 from .identity import IdentityCache, cache_path, read_mapping
 from .table import MainTable, parse_info
-from ..budget import paced
 from ..runner import CommandResult, CommandRunner
 
 log = logging.getLogger(__name__)
@@ -176,8 +175,8 @@ class NpuSmiSource:
         query = query_of(tier)
         if query is None:  # the main table: a slot of its own, never stretched
             return self.recorder.execute(tier, lambda started: self._poll(tier, started))
-        return self.recorder.execute(tier, lambda started: paced(
-            self._poll(tier, started), self.intervals.get(query, 0.0), self.runner.budget))
+        return self.recorder.execute(tier, lambda started: self._poll(tier, started).paced(
+            self.intervals.get(query, 0.0), self.runner.budget.stretch()))
 
     def _poll(self, tier: str, started: float) -> Outcome:
         query = query_of(tier)
