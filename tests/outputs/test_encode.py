@@ -5,7 +5,7 @@ import dataclasses
 import math
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, InfoMetricFamily
 from prometheus_client.exposition import choose_encoder
@@ -103,6 +103,7 @@ _VALUE = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(-
 _LABEL_NAME = st.from_regex(r"[a-zA-Z_][a-zA-Z0-9_]{0,6}", fullmatch=True).filter(lambda n: not n.startswith("__"))
 
 
+@settings(max_examples=500, deadline=None)  # each example encodes and parses twice: 2,000 took 19 s
 @given(documentation=_TEXT, label_names=st.lists(_LABEL_NAME, min_size=0, max_size=3, unique=True),
        rows=st.lists(st.tuples(st.lists(_TEXT, min_size=3, max_size=3), _VALUE), max_size=4),
        counter=st.booleans(), accept=st.sampled_from(ACCEPT_HEADERS))
