@@ -24,7 +24,7 @@ import math
 import threading
 import time
 from collections import OrderedDict
-from typing import Callable, Dict, NamedTuple, Optional
+from typing import Callable, NamedTuple, Optional
 
 FREE_FAILURES = 5  # the fifth wrong password in a row shuts the address out: a few typos are free
 FIRST_DELAY_SECONDS = 1.0

@@ -13,7 +13,7 @@ repair action is judged by its severity: critical -> OUT_OF_SERVICE, warning -> 
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, Optional, Sequence, Tuple
 
 from ..faults.levels import level_rank
 from ..model import Finding

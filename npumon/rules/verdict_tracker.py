@@ -14,7 +14,7 @@ import collections
 import dataclasses
 import time
 from dataclasses import dataclass
-from typing import Callable, Deque, Dict, List, Mapping, NamedTuple, Optional, Tuple
+from typing import Callable, List, Mapping, NamedTuple, Optional, Tuple
 
 from .verdict import DEGRADED, HEALTHY, HOST, OUT_OF_SERVICE, ChipVerdict, HostVerdict, Reason, state_rank
 

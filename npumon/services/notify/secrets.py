@@ -12,7 +12,6 @@ from typing import Dict, Optional
 from urllib.parse import urlsplit
 
 from .config import SECRET_NAMES, ReceiverConfig, receiver_line, secret_fields
-from .redact import MASK, Redactor  # noqa: F401 - where the receivers and older callers find them
 
 _VISIBLE_ASCII = re.compile(r"[\x21-\x7e]+")  # what an HTTP header value can carry unchanged
 

@@ -10,7 +10,7 @@ __MONOTONIC_TIMESTAMP and, for a message about a device, _KERNEL_DEVICE (`+pci:0
 """
 
 import json
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, List, Optional, Tuple
 
 from ..lines import iter_lines
 from .reader import ReadError

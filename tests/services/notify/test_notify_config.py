@@ -10,7 +10,8 @@ from npumon.settings import load_config, parse_config
 from npumon.services.notify.config import ReceiverConfig
 from npumon.services.notify.receiver import effective_timing
 from npumon.services.notify.flavour import Timing
-from npumon.services.notify.secrets import Redactor, SecretError, resolve_secrets, safe_endpoint
+from npumon.services.notify.redact import Redactor
+from npumon.services.notify.secrets import SecretError, resolve_secrets, safe_endpoint
 
 GOOD = """\
 notify:
