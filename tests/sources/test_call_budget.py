@@ -138,3 +138,34 @@ def test_a_poll_that_asks_its_own_retry_keeps_it_and_an_unstretched_one_keeps_it
     assert Outcome(retry=5.0).paced(60.0, 2.5).retry == 5.0  # a source's own retry (backoff, waiting) wins
     assert Outcome().paced(60.0, 1.0).retry is None  # not stretched: the scheduler's interval
     assert Outcome().paced(0.0, 3.0).retry is None  # an off tier stays off
+
+
+def test_a_stretched_tier_has_until_its_stretched_next_run_to_finish(tmp_path, monkeypatch):
+    """Its calls may take the stretched interval: cutting them off at the configured one would leave calls out
+    (and warn so) on exactly the hosts whose slots are too busy for it."""
+    sim = prepare_simulation(str(tmp_path / "sim"), "healthy", time_scale=0)
+    runner = CommandRunner(sim.npu_smi_argv, 10, 2, env=sim.env, spawn=sim.spawn)
+    npusmi = NpuSmiSource(runner, intervals={"usages": 30.0})
+    budgets = []
+    read_query = npusmi._read_query
+    monkeypatch.setattr(npusmi, "_read_query", lambda query, started, budget_seconds=None: (
+        budgets.append(budget_seconds), read_query(query, started, budget_seconds))[1])
+    npusmi.poll("npu-smi")
+    npusmi.poll("npu-smi:usages")
+    assert stretched(runner, 2) == 2.78
+    npusmi.poll("npu-smi:usages")
+    assert budgets == [30.0, pytest.approx(30 * 2.78)]
+
+    hccn_runner = CommandRunner(["npu-smi"], 10, spawn=lambda argv, env, timeout_seconds: CommandResult(
+        list(argv), 0, "packet statistics:\nroce_rx_err_pkt_num:0\n", "", 0.01))
+    source = HccnSource(parse_config("network:\n  stat_seconds: 60\n").network, ["hccn_tool"], hccn_runner, 120.0,
+                        check_program=False)
+    chips = [ChipSample(0, 0, name="910B3", phy_id=0)]
+    deadlines = []
+    poll_chip = source._poll_chip
+    monkeypatch.setattr(source, "_poll_chip", lambda tier, target, commands, deadline, started: (
+        deadlines.append(deadline - time.monotonic()), poll_chip(tier, target, commands, deadline, started))[1])
+    source.poll("hccn:stat", chips)
+    stretched(hccn_runner, 2)
+    source.poll("hccn:stat", chips)
+    assert 55 < deadlines[0] <= 60 and 60 * 2.78 - 5 < deadlines[1] <= 60 * 2.78

@@ -182,7 +182,8 @@ class HccnSource:
                 else "hccn_tool on this product refuses " + " ".join(TIERS[tier][1])
             return Outcome(error="not supported: " + what, unsupported=True)
         targets, problems = self._targets(port_chips)
-        deadline = time.monotonic() + max(self.interval(tier), self.settings.timeout_seconds)
+        due = self.interval(tier) * self.runner.budget.stretch()  # its next run (later while stretched)
+        deadline = time.monotonic() + max(due, self.settings.timeout_seconds)
         outcomes: List[Tuple[int, int, List[str]]] = []
         if targets:  # on the runner's threads: one per call slot, however many chips and tiers there are
             outcomes = self.runner.pool.map(lambda target: self._poll_chip(tier, target, commands, deadline, started),

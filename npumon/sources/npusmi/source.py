@@ -192,8 +192,10 @@ class NpuSmiSource:
         if query == "identity" and self.table_read() and not self._mapping_read and self.runner.not_after is None:
             return self._first_mapping_only(started)
         mapping_problem = self._poll_mapping() if query == "identity" and self.table_read() else None
-        # The whole tier (one call per card) must end before its next run is due, however many cards hang.
-        outcome = self._read_query(query, started, budget_seconds=max(interval, self.runner.timeout_seconds))
+        # The whole tier (one call per card) must end before its next run is due (later while the call budget
+        # stretches it), however many cards hang.
+        due = interval * self.runner.budget.stretch()
+        outcome = self._read_query(query, started, budget_seconds=max(due, self.runner.timeout_seconds))
         if query == "identity":
             outcome = self._after_identity_poll(tier, outcome, mapping_problem)
             # asked, whatever came back: a chip whose die id cannot be read is served without one
