@@ -24,7 +24,6 @@ from typing import Any, Dict, List, Optional, Sequence
 import yaml
 
 from ..sources.k8s.client import grpc_available
-from .apiserver import ApiServer
 from .products import Product, get_product
 from .state import read_state
 
@@ -83,6 +82,9 @@ class SimulatedCluster:
             socket = os.path.join(self._socket_dir, SOCKET_FILE)
         if os.path.exists(socket):
             os.unlink(socket)  # an earlier run's, in a kept --sim-state directory
+        from .apiserver import ApiServer  # late: its schema check imports jsonschema, which a simulated host
+        # without Kubernetes (the daemon's process, asking only `wanted`) has no use for
+
         token = secrets.token_hex(16)
         self.api = ApiServer((node,), token=token)
         self.kubelet = None
