@@ -6,10 +6,10 @@ intervals ask for more slot time than two slots have (health alone, 16 chip call
 it): calls queue, tiers leave calls out and go stale, and `source-down` fires on a healthy host. Asking more
 often than the slots allow reads nothing sooner; it only costs the host more processes.
 
-So the runner counts the seconds its shared slots were held, and every BUDGET_WINDOW_SECONDS compares them with
-what the slots had. Above BUSY_HIGH the tiers that call through them (npu-smi's query tiers, hccn_tool's)
-poll at their intervals times a stretch chosen to bring the slots to BUSY_TARGET; below BUSY_LOW the stretch
-comes back down towards 1 (the configured intervals). A tier's values stay fresh for its stretched interval,
+So the runner counts the seconds its shared slots were held, and every BUDGET_WINDOW_SECONDS (the first time
+after FIRST_WINDOW_SECONDS) compares them with what the slots had. Above BUSY_HIGH the tiers that call through
+them (npu-smi's query tiers, hccn_tool's) poll at their intervals times a stretch chosen to bring the slots to
+BUSY_TARGET; below BUSY_LOW the stretch comes back down towards 1 (the configured intervals). A tier's values stay fresh for its stretched interval,
 so a stretched tier is slower, never stale. The main table is not stretched: it has a slot of its own.
 
 A host whose tools answer in a fraction of a second (an A2 over npu-smi, anything over DCMI) never reaches
@@ -26,6 +26,9 @@ from typing import Callable
 log = logging.getLogger(__name__)
 
 BUDGET_WINDOW_SECONDS = 120.0
+# The first window is short: at start every tier polls at once, and a host whose slots cannot carry the
+# configured intervals would otherwise queue its calls for two minutes before the stretch takes effect.
+FIRST_WINDOW_SECONDS = 30.0
 BUSY_HIGH = 0.75  # above this share of the slots' time, stretch
 BUSY_TARGET = 0.6  # the share a new stretch aims at
 BUSY_LOW = 0.45  # below this, come back towards the configured intervals
@@ -51,10 +54,12 @@ class CallBudget:
     """Slot time spent by a runner's shared slots, and the stretch it sets. Thread-safe."""
 
     def __init__(self, slots: int, clock: Callable[[], float] = time.monotonic,
-                 window_seconds: float = BUDGET_WINDOW_SECONDS) -> None:
+                 window_seconds: float = BUDGET_WINDOW_SECONDS,
+                 first_window_seconds: float = FIRST_WINDOW_SECONDS) -> None:
         self._slots = slots
         self._clock = clock
-        self._window = window_seconds
+        self._window = min(first_window_seconds, window_seconds)  # then window_seconds
+        self._window_length = window_seconds
         self._lock = threading.Lock()
         self._window_start = clock()
         self._spent = 0.0  # slot-seconds held in the current window
@@ -92,7 +97,7 @@ class CallBudget:
             after = next_stretch(before, busy)
             self._previous_stretch = before
             self._state = BudgetState(busy_share=round(busy, 3), stretch=after)
-            self._window_start, self._spent = now, 0.0
+            self._window_start, self._spent, self._window = now, 0.0, self._window_length
         if after != before:
             log.info("call slots %.0f%% busy over the last %.0f s: npu-smi's query tiers and hccn_tool's poll at "
                      "%s their configured intervals%s", 100 * busy, elapsed,

@@ -38,7 +38,7 @@ def test_the_stretch_brings_busy_slots_to_the_target_and_comes_back_when_they_ar
 
 def test_the_budget_measures_a_window_of_slot_time_and_keeps_the_last_stretch_for_freshness(caplog):
     clock = Clock()
-    budget = CallBudget(2, clock=clock, window_seconds=120.0)
+    budget = CallBudget(2, clock=clock, window_seconds=120.0, first_window_seconds=120.0)
     budget.spent(100.0)
     clock.now += 60
     budget.spent(123.0)  # 223 slot-seconds in the first 120 s of 2 slots: 93 % busy
@@ -73,7 +73,7 @@ def test_the_runner_counts_the_shared_slots_time_and_not_the_main_tables_own_slo
 def stretched(runner, full_windows):
     """The runner's budget after `full_windows` windows whose calls held both slots all the time."""
     clock = Clock()
-    runner.budget = CallBudget(2, clock=clock, window_seconds=120.0)
+    runner.budget = CallBudget(2, clock=clock, window_seconds=120.0, first_window_seconds=120.0)
     for _ in range(full_windows):
         runner.budget.spent(240.0)
         clock.now += 120
@@ -126,7 +126,7 @@ def test_the_budget_is_on_metrics():
 @pytest.mark.parametrize("busy", [0.5, 0.7])
 def test_slots_within_the_band_keep_the_configured_intervals(busy):
     clock = Clock()
-    budget = CallBudget(2, clock=clock, window_seconds=120.0)
+    budget = CallBudget(2, clock=clock, window_seconds=120.0, first_window_seconds=120.0)
     budget.spent(busy * 240)
     clock.now += 120
     assert budget.stretch() == 1.0
@@ -169,3 +169,16 @@ def test_a_stretched_tier_has_until_its_stretched_next_run_to_finish(tmp_path, m
     stretched(hccn_runner, 2)
     source.poll("hccn:stat", chips)
     assert 55 < deadlines[0] <= 60 and 60 * 2.78 - 5 < deadlines[1] <= 60 * 2.78
+
+
+def test_the_first_window_is_short_so_a_start_that_fills_the_slots_is_stretched_within_half_a_minute():
+    clock = Clock()
+    budget = CallBudget(2, clock=clock)  # the defaults: 30 s, then 120 s windows
+    budget.spent(60.0)  # every tier's first poll at once: both slots full for the first 30 s
+    clock.now += 30
+    assert budget.stretch() == 1.67
+    budget.spent(130.0)
+    clock.now += 60
+    assert budget.stretch() == 1.67  # the next window is a whole one: not over after 60 s
+    clock.now += 60
+    assert budget.stretch() == 1.67 and budget.state().busy_share == 0.542  # within the band: kept
