@@ -67,6 +67,22 @@ JUDGE_DELAY_SECONDS = 0.5
 JUDGE_SKIP_SECONDS = 3.0
 JUDGE_DUE_MARGIN_SECONDS = 0.05  # after a `for:` runs out, so that the pass sees it run out
 STOP_GRACE_SECONDS = 3.0  # SIGTERM to exit, well inside the promised 5 s and the unit's TimeoutStopSec
+
+# The sweeps of what changes slowly (intervals of minutes) start within their first START_WINDOW_SECONDS: on a
+# 16-chip A3 over npu-smi the first polls of every tier come to about four minutes of call-slot time, and when
+# they all came within 10 s the minute tiers (usages, health) waited behind them for a tier thread, asked
+# nothing for two minutes and went stale on a healthy host.
+FAST_TIER_START_SECONDS = 10.0  # a tier polled every minute or more often starts within this
+START_WINDOW_SECONDS = 120.0
+
+
+def first_run_delay(interval: float, draw: float) -> float:
+    """Seconds from start to a tier's first poll, for `draw` in [0, 1): within 10 s for a tier polled at least
+    once a minute, within half its interval (at most START_WINDOW_SECONDS) for a slower one."""
+    window = FAST_TIER_START_SECONDS if interval <= 60 else min(interval / 2, START_WINDOW_SECONDS)
+    return (0.1 + 0.9 * draw) * min(interval, window)
+
+
 class Daemon:
     def __init__(self, config: Config, target: Target, listen: Optional[str] = None,
                  log_level: Optional[str] = None, web_config_file: Optional[str] = None):
@@ -335,13 +351,14 @@ class Daemon:
         return "background" if tier.background else "calls"
 
     def _schedule(self) -> None:
-        """Add every job. A tier starts after its first_run (the main table at once), or else spread over its
-        first interval (10 s at most), so that the npu-smi calls of the tiers do not all land at once."""
+        """Add every job. A tier starts after its first_run (the main table at once), or else at a random
+        moment of its start window (first_run_delay), so that the npu-smi calls of the tiers do not all land at
+        once."""
         self.jobs.fit_calls(self.collection.npu_smi.max_concurrent)
         for tier in self.collection.tiers():
             if tier.interval <= 0:
                 continue
-            first = tier.first_run if tier.first_run is not None else random.uniform(0.1, 1.0) * min(tier.interval, 10.0)
+            first = tier.first_run if tier.first_run is not None else first_run_delay(tier.interval, random.random())
             executor = self._executor(tier)
             self.jobs.add(tier.name, tier.interval, self.run_tier, tier.name, executor=executor, first=first)
         for job_id, seconds, func in self.services.jobs():

@@ -5,6 +5,8 @@ slots."""
 import threading
 import time
 
+import pytest
+
 from npumon.daemon.jobs import Jobs
 
 
@@ -132,3 +134,15 @@ def test_the_daemon_runs_npu_smi_queries_and_hccn_tool_tiers_on_the_call_threads
     # the sweeps of what hardly changes queue on one thread of their own instead of holding the call threads
     assert {executors[tier] for tier in ("npu-smi:identity", "npu-smi:hccs", "npu-smi:hccs_bw", "npu-smi:sio")} \
         == {"background"}
+
+
+def test_minute_tiers_start_within_10_s_and_slow_sweeps_over_their_start_window():
+    """On a 16-chip A3 over npu-smi the first polls of every tier are minutes of call-slot time: the sweeps of
+    what changes slowly start later, so that the minute tiers (usages, health) are not stuck behind them."""
+    from npumon.daemon.daemon import START_WINDOW_SECONDS, first_run_delay
+    for interval in (15, 30, 60):
+        assert 0.1 * min(interval, 10) <= first_run_delay(interval, 0.0) < first_run_delay(interval, 0.999) <= 10
+    assert first_run_delay(120, 0.999) == pytest.approx(60 * 0.9991)  # half the interval
+    for interval in (300, 600, 3600):
+        assert first_run_delay(interval, 0.0) == pytest.approx(0.1 * START_WINDOW_SECONDS)
+        assert first_run_delay(interval, 0.999) <= START_WINDOW_SECONDS
