@@ -26,6 +26,7 @@
 struct entry {
     const char *key;
     const char *value;
+    int line; /* its order in the file: of two entries with one key, the first wins */
 };
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -58,6 +59,13 @@ static const char *state_path(char *buffer, size_t size)
     return buffer;
 }
 
+static int compare_entries(const void *a, const void *b)
+{
+    const struct entry *left = a, *right = b;
+    int order = strcmp(left->key, right->key);
+    return order != 0 ? order : left->line - right->line;
+}
+
 static void parse(char *contents)
 {
     entry_count = 0;
@@ -72,10 +80,13 @@ static void parse(char *contents)
             *equals = '\0';
             entries[entry_count].key = line;
             entries[entry_count].value = equals + 1;
+            entries[entry_count].line = entry_count;
             entry_count++;
         }
         line = next;
     }
+    /* sorted by key, so that every lookup is a binary search: a call reads tens of keys from ~1,000 */
+    qsort(entries, (size_t)entry_count, sizeof(entries[0]), compare_entries);
 }
 
 /* Reread the state file if it changed (the simulator replaces it by rename, so a reader sees the old
@@ -116,12 +127,16 @@ static int reload(void)
 
 const char *fake_get(const char *key)
 {
-    for (int index = 0; index < entry_count; index++) {
-        if (strcmp(entries[index].key, key) == 0) {
-            return entries[index].value;
+    int low = 0, high = entry_count; /* the first entry whose key is not below `key` */
+    while (low < high) {
+        int middle = low + (high - low) / 2;
+        if (strcmp(entries[middle].key, key) < 0) {
+            low = middle + 1;
+        } else {
+            high = middle;
         }
     }
-    return NULL;
+    return low < entry_count && strcmp(entries[low].key, key) == 0 ? entries[low].value : NULL;
 }
 
 long fake_get_long(const char *key, long fallback)
