@@ -239,14 +239,20 @@ def _blank_facts() -> Tuple[FrozenSet[str], FrozenSet[str]]:
 
 
 CHIP_FACTS, HOST_FACTS = _blank_facts()
-_known = {registry.SOURCES: (CHIP_FACTS, HOST_FACTS)}  # per source list: tests register sources of their own
+# The facts of the source list they were found for (tests register sources of their own), matched by identity:
+# hashing the list hashes every SourceSpec, which was half the cost of loading the rules.
+_known = (registry.SOURCES, (CHIP_FACTS, HOST_FACTS))
 
 
 def is_known_fact(subject_kind: str, name: str) -> bool:
     """Whether a rule of `subject_kind` ("chip" or "host") can read fact `name`."""
-    if registry.SOURCES not in _known:
-        _known[registry.SOURCES] = _blank_facts()
-    chip_facts_known, host_facts_known = _known[registry.SOURCES]
+    global _known
+    sources, known = _known
+    if sources is not registry.SOURCES:
+        sources = registry.SOURCES
+        known = _blank_facts()
+        _known = (sources, known)
+    chip_facts_known, host_facts_known = known
     if subject_kind == "chip":
         if name in chip_facts_known:
             return True
