@@ -25,7 +25,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from .latency import seconds_since_start
 from .products import FAMILY_310B, FAMILY_310P, get_product
-from .state import STATE_ENV, SimStateError, read_state, scenario_time
+from .state import STATE_ENV, SimStateError, read_state_shared, scenario_time
 from .values import network_values_at
 
 MODULE = "npumon.sim.hccn"
@@ -84,7 +84,7 @@ def begin_call(args: Sequence[str], state_dir: Optional[str], now: float,
                rng: Optional[random.Random] = None) -> HccnCall:
     """Read the state and draw the call's latency. Raises SimStateError, OSError or ValueError for a missing or
     damaged simulation."""
-    state = read_state(state_dir)
+    state = read_state_shared(state_dir)
     call = HccnCall(list(args), state, scenario_time(state, now), now)
     scale = state.get("latency_scale", 1.0) * state["scenario"].get("latency_scale", 1.0)
     if scale:

@@ -20,7 +20,9 @@ import dataclasses
 import os
 import random
 import sys
+import threading
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
@@ -30,7 +32,7 @@ from .latency import call_seconds, seconds_since_start
 from .products import BOARD_WIDE_KNOBS, PWM_MODE, QUERYABLE_KNOBS, ChipSlot, Product, get_product
 from .render_query import render_query
 from .render_table import Chip, render_info, render_list, render_mapping
-from .state import STATE_ENV, SimStateError, cpu_clock, read_state, scenario_time
+from .state import STATE_ENV, SimStateError, cpu_clock, read_state_shared, scenario_time
 from .diag_load import LOAD_POWER_WATTS, LOAD_TEMPERATURE_RISE, THROTTLED_TEMPERATURE, loads_now
 from .values import ChipValues, chip_present_at, chip_values_at, host_cpu_busy_at
 
@@ -51,6 +53,7 @@ KNOWN_TYPES = frozenset((
 ))
 HANG_PIDS_FILE = "hang-pids"
 HOST_CPU_STEP_SECONDS = 0.25  # the fake host's /proc/stat moves on at most this often (_advance_host_cpu)
+ADVANCED_KEPT = 16  # simulations whose last CPU move this process remembers
 
 
 @dataclass
@@ -135,7 +138,7 @@ def begin_call(args: Sequence[str], state_dir: Optional[str], now: float,
     """Read the state, compute scenario time at wall time `now`, advance the host's CPU to it and draw the
     call's latency from `rng` (a fresh generator by default). Raises SimStateError, OSError or ValueError
     for a missing or damaged simulation."""
-    state = read_state(state_dir)
+    state = read_state_shared(state_dir)
     t = scenario_time(state, now)
     _advance_host_cpu(state_dir, state, now, t)
     return Call(list(args), state_dir, state, t, latency_seconds(state, args, rng))
@@ -363,19 +366,32 @@ def _hang(state_dir: str) -> None:
 # -- the host ----------------------------------------------------------------------------------------------
 
 
+_advanced_lock = threading.Lock()
+_advanced: "OrderedDict[Tuple[str, float], float]" = OrderedDict()  # simulation -> its CPU clock's last move known here
+
+
 def _advance_host_cpu(state_dir: str, state: Dict, now: float, t: float) -> None:
     """Move the fake host's /proc/stat on by the wall time since the last call, at the scenario's CPU
     busy ratios of this moment. The clock record is locked, so concurrent calls never count twice. Calls
     within HOST_CPU_STEP_SECONDS of the last move leave it: a pass makes dozens of calls within a second, and
     rewriting the files on each was most of a simulated call's cost (readers judge the CPU over many seconds)."""
+    simulation = (state_dir, state["start_time"])  # a simulation prepared again in the same directory is another
+    with _advanced_lock:
+        if now - _advanced.get(simulation, float("-inf")) < HOST_CPU_STEP_SECONDS:
+            return  # this process moved it (or saw it moved) since: the record can only be later, no need to lock it
     product = get_product(state["product"])
     with cpu_clock(state_dir) as clock:
         elapsed = now - clock["advanced_at"]
-        if elapsed < HOST_CPU_STEP_SECONDS:
-            return
-        spec = host_root_spec(product, state["host"], host_cpu_busy_at(state["host"], t))
-        advance_cpu(state["root"], spec, elapsed)
-        clock["advanced_at"] = now
+        if elapsed >= HOST_CPU_STEP_SECONDS:
+            spec = host_root_spec(product, state["host"], host_cpu_busy_at(state["host"], t))
+            advance_cpu(state["root"], spec, elapsed)
+            clock["advanced_at"] = now
+        advanced_at = clock["advanced_at"]
+    with _advanced_lock:
+        _advanced[simulation] = max(advanced_at, _advanced.get(simulation, advanced_at))
+        _advanced.move_to_end(simulation)
+        while len(_advanced) > ADVANCED_KEPT:
+            _advanced.popitem(last=False)
 
 
 if __name__ == "__main__":

@@ -13,12 +13,15 @@ import fcntl
 import json
 import os
 import tempfile
-from typing import Any, Dict, Iterator, Optional
+import threading
+from collections import OrderedDict
+from typing import Any, Dict, Iterator, Optional, Tuple
 
 STATE_ENV = "NPUMON_SIM_STATE"
 STATE_FILE = "state.json"
 CPU_CLOCK_FILE = "cpu.json"
 CPU_LOCK_FILE = "cpu.lock"
+SHARED_STATES = 16  # parsed state files kept by read_state_shared, the most recently used
 
 
 class SimStateError(RuntimeError):
@@ -46,6 +49,36 @@ def read_state(state_dir: Optional[str]) -> Dict[str, Any]:
             return json.load(handle)
     except (OSError, ValueError) as exc:
         raise SimStateError("cannot read simulation state {}: {}".format(path, exc)) from None
+
+
+_shared_lock = threading.Lock()
+_shared: "OrderedDict[str, Tuple[Tuple[int, int, int], Dict[str, Any]]]" = OrderedDict()
+
+
+def read_state_shared(state_dir: Optional[str]) -> Dict[str, Any]:
+    """read_state for callers that only read it: the in-process simulator answers hundreds of calls a second,
+    and parsing the same file for each was a tenth of a simulated call. The file is replaced by rename whenever
+    it changes, so its inode, size and mtime say whether the parse kept is still it. Never mutate the result."""
+    if not state_dir:
+        return read_state(state_dir)
+    path = os.path.join(state_dir, STATE_FILE)
+    try:
+        status = os.stat(path)
+    except OSError:
+        return read_state(state_dir)  # its error
+    identity = (status.st_ino, status.st_size, status.st_mtime_ns)
+    with _shared_lock:
+        kept = _shared.get(path)
+        if kept is not None and kept[0] == identity:
+            _shared.move_to_end(path)
+            return kept[1]
+    state = read_state(state_dir)
+    with _shared_lock:
+        _shared[path] = (identity, state)
+        _shared.move_to_end(path)
+        while len(_shared) > SHARED_STATES:
+            _shared.popitem(last=False)
+    return state
 
 
 def scenario_time(state: Dict[str, Any], now: float) -> float:

@@ -19,8 +19,8 @@ from npumon.sim.products import (ATLAS_200I_A2, ATLAS_300I_DUO, ATLAS_800I_A2, A
 from npumon.sim.render_query import render_query
 from npumon.sim.render_table import render_info, render_list, render_mapping
 from npumon.sim.scenario import ScenarioError, load_scenario
-from npumon.sim.simulation import list_scenarios, prepare_simulation, serving_queue_depth
-from npumon.sim.state import read_state
+from npumon.sim.simulation import list_scenarios, prepare_simulation, serving_queue_depth, set_scenario
+from npumon.sim.state import SHARED_STATES, read_state, read_state_shared
 from npumon.sim.values import HEALTH_STATES, ChipValues, chip_values_at, evaluate, host_with_defaults
 from paths import FIXTURES
 
@@ -620,3 +620,20 @@ def test_a_process_memory_ramp_is_checked_like_every_other_ramp(tmp_path):
     path.write_text("product: atlas-800i-a2\nchips:\n  default:\n    processes:\n      - {name: p, memory_percent: {start: 1, bogus: 2}}\n")
     with pytest.raises(ScenarioError, match=r"leak\.yaml:5: .*memory_percent\.bogus: unknown key"):
         load_scenario(str(path))
+
+
+def test_the_shared_state_is_parsed_once_and_read_again_when_the_file_is_replaced(tmp_path):
+    state_dir = str(tmp_path / "sim")
+    prepare_simulation(state_dir, scenario="healthy", product="atlas-800i-a2")
+    first = read_state_shared(state_dir)
+    assert read_state_shared(state_dir) is first and first == read_state(state_dir)
+    set_scenario(state_dir, "overheat")  # rewrites state.json by rename, as every change does
+    changed = read_state_shared(state_dir)
+    assert changed is not first and changed["scenario"]["name"] == "overheat"
+    others = []
+    for index in range(SHARED_STATES):  # the kept parses are bounded: the oldest goes
+        other = str(tmp_path / "other{}".format(index))
+        prepare_simulation(other, scenario="healthy", product="atlas-800i-a2")
+        others.append(read_state_shared(other))
+    assert read_state_shared(state_dir) is not changed and read_state_shared(state_dir) == changed
+    assert read_state_shared(str(tmp_path / "other{}".format(SHARED_STATES - 1))) is others[-1]
