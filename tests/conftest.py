@@ -30,27 +30,29 @@ import sys
 import tempfile
 from types import SimpleNamespace
 
-import pytest
-from hypothesis import HealthCheck, settings
+# Bytecode caches, as Python keeps them by default, even where PYTHONDONTWRITEBYTECODE is set: the suite starts
+# hundreds of interpreters (daemons, commands, simulators), and each would compile npumon's modules again (about
+# 0.5 s of CPU a start), and each xdist worker would rewrite every test module's asserts again (about 8 s). Before
+# the imports below, so that the modules this file imports are written too (on a clean clone, the first process).
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+sys.dont_write_bytecode = False
 
-from daemon_harness import DaemonProcess
-from npumon.cli.main import main
-from npumon.config.schema import DEFAULT_STATE_DIR, STATE_DIR_ENV
-from npumon.sim.dcmi.build import FakeDcmiBuildError, build_fake_library, find_compiler
-from npumon.sim.latency import LATENCY_SCALE_ENV
-from npumon.sim.simulation import IN_PROCESS_ENV
-from state_guard import StateGuard
+import pytest  # noqa: E402
+from hypothesis import HealthCheck, settings  # noqa: E402
+
+from daemon_harness import DaemonProcess  # noqa: E402
+from npumon.cli.main import main  # noqa: E402
+from npumon.config.schema import DEFAULT_STATE_DIR, STATE_DIR_ENV  # noqa: E402
+from npumon.sim.dcmi.build import FakeDcmiBuildError, build_fake_library, find_compiler  # noqa: E402
+from npumon.sim.latency import LATENCY_SCALE_ENV  # noqa: E402
+from npumon.sim.simulation import IN_PROCESS_ENV  # noqa: E402
+from state_guard import StateGuard  # noqa: E402
 
 settings.register_profile("ci", deadline=None, max_examples=2000, suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("thorough", deadline=None, max_examples=10000,
                           suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
-# Bytecode caches, as Python keeps them by default, even where PYTHONDONTWRITEBYTECODE is set: the suite starts
-# hundreds of interpreters (daemons, commands, simulators), and each would compile npumon's modules again (about
-# 0.5 s of CPU a start), and each xdist worker would rewrite every test module's asserts again (about 8 s).
-os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
-sys.dont_write_bytecode = False
 
 os.environ.setdefault(IN_PROCESS_ENV, "1")  # NPUMON_SIM_IN_PROCESS=0 runs every test through the executable
 os.environ.setdefault(LATENCY_SCALE_ENV, "0")  # NPUMON_SIM_LATENCY_SCALE=1 runs every test at hardware speed
