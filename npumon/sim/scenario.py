@@ -16,6 +16,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import yaml
 
+from ..config.yamlparse import compose
 from .kmsg import check_entries as check_kmsg
 from .products import PRODUCTS
 from .serving import DEFAULTS as SERVING_DEFAULTS
@@ -96,7 +97,7 @@ class _Checker:
 
     def parse(self, text: str) -> _Where:
         try:
-            node = yaml.compose(text, Loader=yaml.SafeLoader)
+            node = compose(text)  # libyaml where PyYAML has it: every simulation parses its scenario
         except yaml.MarkedYAMLError as exc:
             mark = exc.problem_mark or exc.context_mark
             line = "" if mark is None else ":{}".format(mark.line + 1)
