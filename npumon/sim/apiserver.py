@@ -10,6 +10,7 @@ MAX_EVENTS Events and MAX_REQUESTS requests, at most MAX_EVENTS ConfigMaps (more
 """
 
 import copy
+import functools
 import json
 import re
 import threading
@@ -18,8 +19,15 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 try:
     import kubernetes_validate
+    from kubernetes_validate import utils as _kubernetes_validate_utils
 except ImportError:  # not a dependency of npumon: the structural check stands in
     kubernetes_validate = None
+else:
+    # kubernetes_validate.validate() reads and parses its schema files (the definitions are megabytes of JSON) on
+    # every call; parsed once here, a flap storm's hundreds of writes stop costing seconds of CPU each.
+    if not hasattr(_kubernetes_validate_utils.schema_contents, "cache_info"):
+        _kubernetes_validate_utils.schema_contents = functools.lru_cache(maxsize=16)(
+            _kubernetes_validate_utils.schema_contents)
 
 KUBERNETES_VERSION = "1.37.0"
 STRATEGIC = "application/strategic-merge-patch+json"
