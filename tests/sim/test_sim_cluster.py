@@ -289,3 +289,17 @@ def test_check_simulate_with_kubernetes_on_names_the_pods_of_the_chips_and_of_a_
     assert pods[0] == ["llm-serving-0"] and pods[7] == ["llm-serving-1"]
     [job] = [finding for finding in report["findings"] if finding["rule"] == "job-fault"]
     assert "pod default/llm-serving-0" in job["summary"]
+
+
+def test_the_stand_ins_schema_check_refuses_what_the_schema_refuses_on_every_call():
+    from npumon.sim.apiserver import kubernetes_validate, node_object, validate
+
+    if kubernetes_validate is None:
+        pytest.skip("kubernetes-validate is not installed (.ci/run installs it)")
+    node = node_object("node-a")
+    unknown_field = dict(node, spec={"taints": [{"key": "k", "effect": "NoSchedule", "colour": "red"}]})
+    wrong_type = dict(node, metadata=dict(node["metadata"], name=7))
+    for _ in range(2):  # the schema files are parsed once: the second round is judged from what was kept
+        assert validate(node) is None
+        assert "colour" in validate(unknown_field)
+        assert validate(wrong_type) is not None
