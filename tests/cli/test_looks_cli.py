@@ -4,8 +4,6 @@
 import io
 import sys
 
-import pytest
-
 from npumon.cli.events import render_events
 from npumon.cli.main import main
 from npumon.outputs.colour import Painter, wanted

@@ -9,7 +9,6 @@ import subprocess
 import sys
 import tempfile
 import shutil
-import time
 
 import pytest
 
