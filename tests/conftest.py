@@ -24,7 +24,6 @@ Hypothesis profiles set the example count of properties that do not set their ow
 import itertools
 import logging
 import os
-import pathlib
 import shutil
 import subprocess
 import sys
@@ -107,29 +106,6 @@ def pytest_xdist_auto_num_workers(config):
 def pytest_configure(config):
     config.addinivalue_line("markers", "realistic_latency: simulated npu-smi takes as long as on real hardware")
     config.pluginmanager.register(StateGuard(DEFAULT_STATE_DIR), "npumon-state-guard")
-    if getattr(config.option, "numprocesses", None) and "PYTEST_XDIST_WORKER" not in os.environ \
-            and config.getoption("assertmode") == "rewrite":
-        _rewrite_test_modules_once(config)
-
-
-def _rewrite_test_modules_once(config):
-    """Before the xdist workers start: write pytest's rewritten bytecode of every test module that has none yet.
-    Each worker collects the whole suite, and on a clean clone all six would rewrite all ~300 modules at once
-    (about 5 s of CPU each); written here once, they read it. pytest's own functions, which are not its public
-    API: where they differ, the workers rewrite as before."""
-    try:
-        from _pytest.assertion import assertstate_key
-        from _pytest.assertion.rewrite import PYC_TAIL, _read_pyc, _rewrite_test, _write_pyc, get_cache_dir
-
-        state = config.stash[assertstate_key]
-        for path in sorted(pathlib.Path(__file__).parent.rglob("test_*.py")):
-            pyc = get_cache_dir(path) / (path.name[:-3] + PYC_TAIL)
-            if _read_pyc(path, pyc) is None:
-                pyc.parent.mkdir(exist_ok=True)
-                source_stat, code = _rewrite_test(path, config)
-                _write_pyc(state, code, source_stat, pyc)
-    except Exception as exc:  # noqa: BLE001 - only a speed-up
-        logging.getLogger(__name__).debug("test modules not rewritten ahead: %s", exc)
 
 
 def pytest_unconfigure(config):
