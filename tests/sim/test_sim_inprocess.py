@@ -81,7 +81,8 @@ def test_a_hang_times_out_at_the_deadline_and_starts_no_process(tmp_path):
     result = runner.run(["info"])
     assert result.timed_out and result.returncode is None and (result.stdout, result.stderr) == ("", "")
     assert 0.4 <= result.duration_seconds < 2.0
-    assert result.describe_failure().startswith("timed out after 0.4s")
+    # the time it took, which a loaded machine stretches past the deadline
+    assert result.describe_failure() == "timed out after {:.1f}s (process group killed)".format(result.duration_seconds)
     assert not os.path.exists(os.path.join(str(tmp_path), HANG_PIDS_FILE))
 
 
