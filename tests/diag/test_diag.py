@@ -95,6 +95,10 @@ def test_level_2_finds_each_injected_fault_on_its_chip_with_figures_against_expe
     assert 'npumon_diag_findings{level="2",severity="critical"} 4.0' in text
 
 
+# Level 3 on all eight chips, and three level-2 runs: 8 and 24 diag children, 13 s and 18 s of CPU, the two
+# heaviest tests of the default suite; in the slow suite (.ci/run runs it on every change). Level 2's faults, its
+# held chips and a level-3 run cut by --timeout stay in the default run.
+@pytest.mark.slow
 def test_level_3_finds_throttling_and_a_failed_chip_to_chip_copy_and_records_an_event(capsys, tmp_path):
     with open(scenario_path("diag-faults"), encoding="utf-8") as handle:
         scenario = yaml.safe_load(handle)
@@ -121,6 +125,7 @@ def test_level_3_finds_throttling_and_a_failed_chip_to_chip_copy_and_records_an_
     assert "diag level 3 critical" in events[0].message
 
 
+@pytest.mark.slow  # see above
 def test_the_matmul_models_are_built_once_and_the_next_run_loads_them_from_the_cache(capsys, tmp_path):
     state = tmp_path / "sim"
     runs, atc_runs = [], []
