@@ -247,12 +247,9 @@ _known = (registry.SOURCES, (CHIP_FACTS, HOST_FACTS))
 def is_known_fact(subject_kind: str, name: str) -> bool:
     """Whether a rule of `subject_kind` ("chip" or "host") can read fact `name`."""
     global _known
-    sources, known = _known
-    if sources is not registry.SOURCES:
-        sources = registry.SOURCES
-        known = _blank_facts()
-        _known = (sources, known)
-    chip_facts_known, host_facts_known = known
+    if _known[0] is not registry.SOURCES:
+        _known = (registry.SOURCES, _blank_facts())
+    chip_facts_known, host_facts_known = _known[1]
     if subject_kind == "chip":
         if name in chip_facts_known:
             return True

@@ -9,8 +9,9 @@ often than the slots allow reads nothing sooner; it only costs the host more pro
 So the runner counts the seconds its shared slots were held, and every BUDGET_WINDOW_SECONDS (the first time
 after FIRST_WINDOW_SECONDS) compares them with what the slots had. Above BUSY_HIGH the tiers that call through
 them (npu-smi's query tiers, hccn_tool's) poll at their intervals times a stretch chosen to bring the slots to
-BUSY_TARGET; below BUSY_LOW the stretch comes back down towards 1 (the configured intervals). A tier's values stay fresh for its stretched interval,
-so a stretched tier is slower, never stale. The main table is not stretched: it has a slot of its own.
+BUSY_TARGET; below BUSY_LOW the stretch comes back down towards 1 (the configured intervals). A tier's values
+stay fresh for its stretched interval, so a stretched tier is slower, never stale. The main table is not
+stretched: it has a slot of its own.
 
 A host whose tools answer in a fraction of a second (an A2 over npu-smi, anything over DCMI) never reaches
 BUSY_HIGH and polls at the configured intervals. `npumon_call_slots_busy_ratio` and
