@@ -17,12 +17,12 @@ text from one render to the next, since most series and many values are the same
 import math
 import operator
 import re
-from typing import Callable, Dict, Iterable, List, Optional, Tuple
+from typing import Callable, Dict, Iterable, List, NamedTuple, Optional, Tuple
 
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.utils import floatToGoString
 
-from .families import Families
+from .families import Families, Rows
 
 # No ":": prometheus_client's OpenMetrics encoder writes a sample name's ":" as "_" under "underscores".
 _METRIC_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*\Z")
@@ -135,13 +135,33 @@ def encode_families(families: Iterable[Metric], encoder: Callable[[object], byte
     return b"".join(parts)
 
 
-class LineCache(object):
-    """What the last render of a set of Families wrote: each series' line start (`name{labels} `) and each
-    value's text. A render keeps only what it used, so the cache never holds more than one render's series."""
+class _Written(NamedTuple):
+    """One family as the last render wrote it."""
+    help: str
+    rows: Rows
+    heads: Dict[Tuple[str, ...], str]  # label values -> the series' line start
+    text: str
+
+
+class FormatLines(object):
+    """What the last render in one format wrote: each family's rows and text, each series' line start
+    (`name{labels} `) and each value's text. A render keeps only what it used, so this never holds more than
+    one render's families."""
 
     def __init__(self) -> None:
-        self.heads: Dict[Tuple[str, Tuple[str, ...]], str] = {}
+        self.families: Dict[Tuple[str, Tuple[str, ...]], _Written] = {}
         self.values: Dict[float, str] = {}
+
+
+class LineCache(object):
+    """What the last render of a set of Families wrote, in each format. A family whose rows are those of the
+    last render in the same format is written as it was (the network's families change once a minute or less,
+    the table's every 15 s); a family that changed reuses its series' line starts. The formats are kept apart
+    because their texts differ (OpenMetrics escapes a `"` in HELP, the text format does not), and Prometheus
+    (OpenMetrics) and a curl (text) may alternate."""
+
+    def __init__(self) -> None:
+        self.formats: Dict[bool, FormatLines] = {False: FormatLines(), True: FormatLines()}
         # (family name, label names) -> the label names' order in a line, or None where a family is not written
         # here; a family's names do not change, so this holds one entry per family the collector ever wrote
         self.orders: Dict[Tuple[str, Tuple[str, ...]], Optional[Tuple[int, ...]]] = {}
@@ -153,28 +173,38 @@ def encode_rows(families: Families, encoder: Callable[[object], bytes], openmetr
     if not writes_directly(encoder, openmetrics):
         return encode_families(families.families(), encoder, openmetrics)
     direct = _Encoder(openmetrics)
-    old_heads, old_values = cache.heads, cache.values
-    heads: Dict[Tuple[str, Tuple[str, ...]], str] = {}
+    last = cache.formats[bool(openmetrics)]
+    old_families, old_values = last.families, last.values
+    written_now: Dict[Tuple[str, Tuple[str, ...]], _Written] = {}
     values: Dict[float, str] = {}
     parts: List[str] = []
     for name, spec, rows in families.rows():
         labels = tuple(spec.labels)
-        if (name, labels) not in cache.orders:
-            cache.orders[(name, labels)] = _label_order(name, labels)
-        order = cache.orders[(name, labels)]
+        key = (name, labels)
+        if key not in cache.orders:
+            cache.orders[key] = _label_order(name, labels)
+        order = cache.orders[key]
         if order is None:
             metric = GaugeMetricFamily(name, spec.help, labels=spec.labels)
             for label_values, value in rows.items():
                 metric.add_metric(label_values, value)
             parts.append(encode_families([metric], encoder, openmetrics).decode("utf-8"))
             continue
-        parts.append("# HELP {0} {1}\n# TYPE {0} gauge\n".format(name, direct._help(spec.help)))
+        before = old_families.get(key)
+        negative_zero = name in families.negative_zero
+        # equal rows: the same text, unless a zero changed its sign (0.0 == -0.0), so -0.0 is never reused
+        if before is not None and not negative_zero and before.help == spec.help and before.rows == rows:
+            written_now[key] = before
+            parts.append(before.text)
+            continue
+        old_heads = before.heads if before is not None else {}
+        heads: Dict[Tuple[str, ...], str] = {}
+        lines = ["# HELP {0} {1}\n# TYPE {0} gauge\n".format(name, direct._help(spec.help))]
         for label_values, value in rows.items():
-            key = (name, label_values)
-            head = old_heads.get(key)
+            head = old_heads.get(label_values)
             if head is None:
                 head = _head(name, labels, order, label_values)
-            heads[key] = head
+            heads[label_values] = head
             if value == 0:  # 0.0 and -0.0 are one key, two texts
                 text = _NEGATIVE_ZERO if math.copysign(1.0, value) < 0 else _ZERO
             else:
@@ -182,8 +212,12 @@ def encode_rows(families: Families, encoder: Callable[[object], bytes], openmetr
                 if text is None:
                     text = floatToGoString(value)
                 values[value] = text
-            parts.append(head + text + "\n")
-    cache.heads, cache.values = heads, values
+            lines.append(head + text + "\n")
+        text = "".join(lines)
+        # no rows kept where a -0.0 was written: the next render's equal rows may hold 0.0
+        written_now[key] = _Written(spec.help, {} if negative_zero else rows, heads, text)
+        parts.append(text)
+    last.families, last.values = written_now, values
     return "".join(parts).encode("utf-8")
 
 

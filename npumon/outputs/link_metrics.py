@@ -7,7 +7,7 @@ does not promise they never reset). A chip without links gives no sample.
 from typing import Optional
 
 from ..model import ChipSample
-from .families import Families, MetricSpec
+from .families import Families, MetricSpec, RowsMemo
 
 CHIP = ("npu", "chip")
 LINK = CHIP + ("link",)
@@ -50,7 +50,15 @@ def _scaled(value: Optional[float]) -> Optional[float]:
     return None if value is None else value * GIGA
 
 
+_ROWS = RowsMemo()  # a chip's rows, while its links read the same
+
+
 def add_links(out: Families, chip: ChipSample) -> None:
+    inputs = (chip.hccs, chip.hccs_bandwidth, chip.sio, chip.ub, chip.ub_bandwidth)
+    _ROWS.add(out, (chip.npu, chip.chip), inputs, lambda part: _add_links(part, chip))
+
+
+def _add_links(out: Families, chip: ChipSample) -> None:
     ids = (chip.npu, chip.chip)
     hccs = chip.hccs or {}
     if hccs.get("health") is not None:

@@ -10,7 +10,7 @@ A3 SuperPoD, which is the link number npumon keeps (sources/npusmi/links.py). To
 from typing import Sequence, Tuple
 
 from ..model import ChipSample
-from .families import Families, MetricSpec
+from .families import Families, MetricSpec, RowsMemo
 
 HCCS_LINK_NUMBERS = range(1, 8)
 STATISTIC = "npu_chip_info_hccs_statistic_info_"
@@ -44,8 +44,15 @@ def link_metrics(labels: Sequence[str]) -> Tuple[MetricSpec, ...]:
     )
 
 
+_ROWS = RowsMemo()  # a chip's rows, while its links read the same
+
+
 def render_links(out: Families, chip: ChipSample, labels: tuple) -> None:
     """The chip's link series; nothing where npumon read no links (products without them)."""
+    _ROWS.add(out, labels, (chip.hccs, chip.hccs_bandwidth, chip.sio), lambda part: _render_links(part, chip, labels))
+
+
+def _render_links(out: Families, chip: ChipSample, labels: tuple) -> None:
     for link in (chip.hccs or {}).get("links") or []:
         if link["link"] not in HCCS_LINK_NUMBERS:
             continue

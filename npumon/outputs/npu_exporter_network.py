@@ -11,7 +11,7 @@ none of these exist on chips without ports (310 family).
 
 from typing import Any, Dict, Optional, Tuple
 
-from .families import Families, MetricSpec
+from .families import Families, MetricSpec, RowsMemo
 from ..sources.hccn.parse import HEALTHY_NET_STATES, canonical_net_health
 
 MB = 1000 * 1000
@@ -71,10 +71,16 @@ def _per_second_mb(value: Optional[float]) -> Optional[float]:
     return None if value is None else round(value / MB, 2)
 
 
+_ROWS = RowsMemo()  # a chip's rows, while its network object is the same
+
+
 def render_network(out: Families, network: Optional[Dict[str, Any]], labels: tuple) -> None:
     """One chip's samples; nothing for a chip without a port (network None)."""
-    if not network:
-        return
+    if network:
+        _ROWS.add(out, labels, network, lambda part: _render_network(part, network, labels))
+
+
+def _render_network(out: Families, network: Dict[str, Any], labels: tuple) -> None:
     printed = network.get("net_health")
     if printed is not None:
         out.add("npu_chip_info_network_status", int(canonical_net_health(printed) in HEALTHY_NET_STATES), labels)

@@ -152,6 +152,19 @@ def test_rows_are_written_as_their_families_are_render_after_render(two_renders,
     assert written.count(b"\n") > 2000
 
 
+def test_one_cache_serves_scrapers_of_both_formats_in_turn(two_renders):
+    """Prometheus asks for OpenMetrics, a curl for the text format, from the same collector and its one cache;
+    a `"` in a help text is escaped in one and not in the other."""
+    specs = {"npumon_quoted": MetricSpec("npumon_quoted", ("a",), 'the "quoted" help')}
+    quoted = Families(specs)
+    quoted.add("npumon_quoted", 1, ("x",))
+    cache = encode.LineCache()
+    for rows in (quoted, two_renders[0]):
+        for accept in ACCEPT_HEADERS * 2:
+            written, expected = _rows_and_expected(rows, accept, cache)
+            assert written == expected, accept
+
+
 def test_the_line_cache_holds_one_render_and_tells_zero_from_negative_zero():
     specs = {"npumon_z": MetricSpec("npumon_z", ("a",), "z")}
     cache = encode.LineCache()
@@ -164,7 +177,25 @@ def test_the_line_cache_holds_one_render_and_tells_zero_from_negative_zero():
         written = encode.encode_rows(rows, encoder, False, cache)
         assert written == encode.encode_families(rows.families(), encoder, False)
         assert b'npumon_z{a="negative zero %d"} -0.0\n' % round_ in written
-        assert len(cache.heads) == 3 and set(cache.values) == {2.5}  # the previous round's label is gone
+        # the previous round's label is gone
+        text_lines = cache.formats[False]
+        assert len(text_lines.families[("npumon_z", ("a",))].heads) == 3 and set(text_lines.values) == {2.5}
+
+
+def test_a_family_with_the_rows_of_the_last_render_is_written_as_it_was_and_a_zero_keeps_its_sign():
+    specs = {"npumon_same": MetricSpec("npumon_same", ("a",), "same"),
+             "npumon_z": MetricSpec("npumon_z", ("a",), "z")}
+    cache = encode.LineCache()
+    encoder, _ = choose_encoder("")
+    kept = []
+    for zero in (-0.0, 0.0, 0.0, -0.0, -0.0, 0.0):  # rows that compare equal, written with two texts
+        rows = Families(specs)
+        rows.add("npumon_same", 7, ("x",))
+        rows.add("npumon_z", zero, ("x",))
+        written = encode.encode_rows(rows, encoder, False, cache)
+        assert written == encode.encode_families(rows.families(), encoder, False)
+        kept.append(cache.formats[False].families[("npumon_same", ("a",))])
+    assert all(family is kept[0] for family in kept)  # written once, then reused
 
 
 def test_rows_of_names_it_does_not_write_go_through_prometheus_client():

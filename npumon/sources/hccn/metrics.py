@@ -9,7 +9,7 @@ import datetime
 from typing import Any, Dict, Optional
 
 from ...model import Snapshot
-from ...outputs.families import Families, MetricSpec
+from ...outputs.families import Families, MetricSpec, RowsMemo
 from .parse import canonical_net_health
 
 CHIP = ("npu", "chip")
@@ -61,11 +61,15 @@ def _timestamp(text: Optional[str]) -> Optional[float]:
         return None
 
 
+_ROWS = RowsMemo()  # a chip's rows, while its network object is the same
+
+
 def export(snapshot: Snapshot, out: Families) -> None:
     for chip in snapshot.chips:
         network = chip.extra.get("network")
         if network:
-            _export_chip(out, (chip.npu, chip.chip), network)
+            ids = (chip.npu, chip.chip)
+            _ROWS.add(out, ids, network, lambda part: _export_chip(part, ids, network))
 
 
 def _export_chip(out: Families, ids: tuple, network: Dict[str, Any]) -> None:
