@@ -18,7 +18,7 @@ from typing import Any, Dict, Iterator
 from .hostroot import USER_HZ
 from .products import get_product
 from .state import read_state, scenario_time
-from .values import chip_phase, chip_present_at, chip_values_at, evaluate, resolved_chip_expressions
+from .values import chip_phase, chip_present_at, evaluate, process_pid, resolved_chip_expressions
 
 DEFAULT_CPU_PERCENT = 85.0
 DEFAULT_STATE = "S"
@@ -78,12 +78,11 @@ def _processes_at(state: Dict[str, Any], t: float) -> Dict[int, Dict[str, Any]]:
     for slot in product.slots():
         if not chip_present_at(chips_spec, slot.device_id, t):
             continue
-        values = chip_values_at(chips_spec, slot.device_id, t, slot.memory_total_mb, product.aicore_rated_mhz,
-                                slot.ddr_total_mb)
         expressions = resolved_chip_expressions(chips_spec, slot.device_id, product.aicore_rated_mhz)["processes"]
-        for (pid, name, _), spec in zip(values.processes, expressions):
+        for index, spec in enumerate(expressions):
+            pid = process_pid(spec, slot.device_id, index)
             percent = float(evaluate(spec.get("cpu_percent", DEFAULT_CPU_PERCENT), t, chip_phase(slot.device_id)))
-            process = wanted.setdefault(pid, {"name": name, "cpu_percent": max(0.0, percent),
+            process = wanted.setdefault(pid, {"name": spec["name"], "cpu_percent": max(0.0, percent),
                                               "state": evaluate(spec.get("state", DEFAULT_STATE), t), "devices": []})
             process["devices"].append(slot.device_id)
     return wanted
@@ -101,16 +100,22 @@ def _write_process(root: str, pid: int, process: Dict[str, Any], cpu_seconds: fl
               start, 34359738368, 2097152] + [0] * 30
     line = "{} ({}) {}\n".format(pid, comm, " ".join(str(f) for f in fields))
     _replace(os.path.join(directory, "stat"), line)
-    _replace(os.path.join(directory, "task", str(pid), "stat"), line)  # its one thread, the main one
     links = list(_OTHER_FILES) + ["/dev/davinci{}".format(device) for device in sorted(process["devices"])]
     fd_dir = os.path.join(directory, "fd")
-    # The name and the open devices rarely change: left as they are when this process wrote them last and
-    # they are still there (a host's /proc costs its reader nothing; the simulator's runs in the reader).
+    # The name, the main thread's stat and the open devices rarely change: left as they are when this process
+    # wrote them last and they are still there (a host's /proc costs its reader nothing; the simulator's runs
+    # in the reader, a rename costs about 0.2 ms of it).
     static = (comm, tuple(links))
+    thread_stat = os.path.join(directory, "task", str(pid), "stat")
     if _static_written.get(directory) == static and os.path.lexists(os.path.join(fd_dir, str(len(links) - 1))) \
-            and os.path.exists(os.path.join(directory, "comm")):
+            and os.path.exists(os.path.join(directory, "comm")) and os.path.exists(thread_stat):
         return
     _replace(os.path.join(directory, "comm"), comm + "\n")
+    # its one thread, the main one: the process's own stat, as a link that follows every rewrite of it
+    os.makedirs(os.path.dirname(thread_stat), exist_ok=True)
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(thread_stat)
+    os.symlink(os.path.join("..", "..", "stat"), thread_stat)
     os.makedirs(fd_dir, exist_ok=True)
     for name in os.listdir(fd_dir):
         if not name.isdigit() or int(name) >= len(links):
@@ -127,9 +132,13 @@ def _write_process(root: str, pid: int, process: Dict[str, Any], cpu_seconds: fl
 
 def _replace(path: str, text: str) -> None:
     """Write whole (a temporary file renamed over it): a reader sees the old or the new file."""
-    os.makedirs(os.path.dirname(path), exist_ok=True)
     temporary = path + ".tmp"
-    with open(temporary, "w", encoding="utf-8") as handle:
+    try:
+        handle = open(temporary, "w", encoding="utf-8")
+    except FileNotFoundError:  # the process's first write
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        handle = open(temporary, "w", encoding="utf-8")
+    with handle:
         handle.write(text)
     os.replace(temporary, path)
 

@@ -252,7 +252,7 @@ def chip_values_at(chips_spec: Dict[str, Any], device_id: int, t: float, memory_
         aicore_freq_mhz=_count(numbers["aicore_freq_mhz"]),
         hugepages_total=_count(numbers["hugepages_total"]),
         hugepages_used=_count(numbers["hugepages_used"]),
-        processes=[(int(process.get("pid", _default_pid(device_id, index))), process["name"],
+        processes=[(process_pid(process, device_id, index), process["name"],
                     _process_memory_mb(process, memory_total_mb, t))
                    for index, process in enumerate(expressions["processes"])],
         **{name: _percent(numbers[name]) for name in numbers if name.endswith("_percent")},
@@ -302,9 +302,10 @@ def host_with_defaults(host_spec: Dict[str, Any]) -> Dict[str, Any]:
     return merged
 
 
-def _default_pid(device_id: int, index: int) -> int:
-    # distinct, stable and realistic-looking pids without asking the scenario for them
-    return 2290156 + 97 * device_id + index
+def process_pid(process: Dict[str, Any], device_id: int, index: int) -> int:
+    """The pid of a chip's `index`th scenario process: its own, or a distinct, stable and realistic-looking one
+    made up without asking the scenario for it."""
+    return int(process.get("pid", 2290156 + 97 * device_id + index))
 
 
 def _process_memory_mb(process: Dict[str, Any], memory_total_mb: int, t: float) -> int:
@@ -338,5 +339,5 @@ def process_environments(chips_spec: Dict[str, Any], device_ids: List[int]) -> D
     for device_id in device_ids:
         for index, process in enumerate(_chip_expressions(chips_spec, device_id)["processes"]):
             if process.get("environment"):
-                environments[int(process.get("pid", _default_pid(device_id, index)))] = process["environment"]
+                environments[process_pid(process, device_id, index)] = process["environment"]
     return environments

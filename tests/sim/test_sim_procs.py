@@ -42,6 +42,9 @@ def test_processes_appear_with_their_state_and_npus_and_their_cpu_time_runs_on_w
     # 110 % of a CPU over 60 s; the stuck one gains nothing
     assert stat_of(sim.root, busy).cpu_ticks - stats[busy].cpu_ticks == pytest.approx(6600, abs=2)
     assert stat_of(sim.root, stuck[0]).cpu_ticks == stats[stuck[0]].cpu_ticks
+    # the main thread's stat (what the thread-in-D check reads) follows every rewrite of the process's
+    with open(os.path.join(sim.root, "proc", str(busy), "task", str(busy), "stat"), encoding="utf-8") as handle:
+        assert parse_stat(handle.read()) == stat_of(sim.root, busy)
 
 
 def test_processes_gone_from_the_scenario_leave_proc_and_a_new_simulation_starts_clean(tmp_path):
@@ -64,6 +67,7 @@ def test_one_pass_raises_the_finding_on_its_chip_with_a_repair_action(tmp_path, 
     assert fired[0].repair_action and fired[0].hint
 
 
+@pytest.mark.slow  # a judged pass of every scenario and product: about 23 s of CPU
 def test_no_other_scenario_and_healthy_on_no_product_raises_them(tmp_path):
     runs = [(name, None) for name in list_scenarios() if name not in NO_PASS and name not in MADE_FOR]
     runs += [("healthy", product) for product in list_products()]

@@ -47,7 +47,7 @@ from ..products import (FAMILY_310B, FAMILY_310P, FAMILY_910, FAMILY_910_93, FAM
                         PWM_MODE, Product, get_product)
 from ..render_common import CORE_VOLTS, die_id_words
 from ..state import read_state
-from ..values import CHIP_FIELDS, NUMBER, chip_phase, resolved_chip_expressions
+from ..values import CHIP_FIELDS, NUMBER, chip_phase, process_pid, resolved_chip_expressions
 from .faults import read_faults, write_faults
 
 DCMI_STATE_ENV = "NPUMON_SIM_DCMI_STATE"  # the state file's path; else $NPUMON_SIM_STATE/dcmi-state.txt
@@ -288,7 +288,7 @@ def _chip_lines(product: Product, slot, chips_spec: Dict[str, Any]) -> List[str]
     processes = expressions["processes"]
     lines.append(prefix + "processes={}".format(len(processes)))
     for index, process in enumerate(processes):
-        pid = int(process.get("pid", 2290156 + 97 * slot.device_id + index))  # values._default_pid
+        pid = process_pid(process, slot.device_id, index)
         memory = ("mb {}".format(int(process["memory_mb"])) if "memory_mb" in process
                   else "pct " + encode_expression(process["memory_percent"], 0.0))
         lines.append(prefix + "process.{}={} {}".format(index, pid, memory))
