@@ -22,7 +22,7 @@ import dataclasses
 import logging
 import threading
 import time
-from typing import Callable
+from typing import Callable, Dict, Optional
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +66,7 @@ class CallBudget:
         self._spent = 0.0  # slot-seconds held in the current window
         self._state = BudgetState(busy_share=0.0, stretch=1.0)
         self._previous_stretch = 1.0  # the window before's: values read under it must stay fresh as long
+        self._paced: Dict[str, float] = {}  # tier -> the stretch its next run was paced with
 
     def spent(self, seconds: float) -> None:
         """A call held a shared slot this long (counted in the window it ended in)."""
@@ -77,15 +78,24 @@ class CallBudget:
         self._roll()
         return self._state
 
-    def stretch(self) -> float:
-        """Times the configured interval that a tier calling through the shared slots polls at now."""
-        return self.state().stretch
+    def stretch(self, tier: Optional[str] = None) -> float:
+        """Times the configured interval that a tier calling through the shared slots polls at now. With `tier`:
+        that tier's next run is paced with it, and its values stay fresh at least as long (freshness_stretch)."""
+        stretch = self.state().stretch
+        if tier is not None:
+            with self._lock:
+                self._paced[tier] = stretch
+        return stretch
 
-    def freshness_stretch(self) -> float:
-        """Times the configured interval that a value read through the shared slots stays fresh: the larger of
-        this window's stretch and the last one's, so that a stretch coming down stales nothing polled under it."""
+    def freshness_stretch(self, tier: Optional[str] = None) -> float:
+        """Times the configured interval that a value read through the shared slots stays fresh: the largest of
+        this window's stretch, the last one's and the one `tier`'s next run was paced with, so that a stretch
+        coming down stales nothing polled under it (a tier paced at 2.3 times its 2 minutes polls again after
+        more than two windows)."""
         state = self.state()
-        return max(state.stretch, self._previous_stretch)
+        with self._lock:
+            paced = self._paced.get(tier, 1.0) if tier is not None else 1.0
+        return max(state.stretch, self._previous_stretch, paced)
 
     def _roll(self) -> None:
         now = self._clock()

@@ -56,6 +56,21 @@ def test_the_budget_measures_a_window_of_slot_time_and_keeps_the_last_stretch_fo
     assert budget.freshness_stretch() == 1.0
 
 
+def test_a_tier_stays_fresh_for_the_stretch_its_next_run_was_paced_with_after_the_stretch_came_down():
+    clock = Clock()
+    budget = CallBudget(2, clock=clock, window_seconds=120.0, first_window_seconds=120.0)
+    budget.spent(240.0)  # a full window: stretch 1.67
+    clock.now += 120
+    assert budget.stretch("npu-smi:hccs") == 1.67  # hccs's next run in 2 x 1.67 minutes, after the next window
+    for _ in range(2):  # two idle windows bring the stretch back to 1 ...
+        clock.now += 120
+        budget.stretch()
+    assert budget.stretch() == 1.0 and budget.freshness_stretch() == 1.0
+    assert budget.freshness_stretch("npu-smi:hccs") == 1.67  # ... while hccs still waits for its paced run
+    assert budget.stretch("npu-smi:hccs") == 1.0  # it ran, paced at 1 now
+    assert budget.freshness_stretch("npu-smi:hccs") == 1.0
+
+
 def test_the_runner_counts_the_shared_slots_time_and_not_the_main_tables_own_slot():
     def answer(argv, env, timeout_seconds):
         time.sleep(0.02)

@@ -152,7 +152,7 @@ class HccnSource:
 
     def _allowed(self, tier: str) -> float:
         """How old a tier's values may be: a tier the call budget stretches is fresh for its stretched interval."""
-        return allowed_age(self.max_age, self.interval(tier) * self.runner.budget.freshness_stretch())
+        return allowed_age(self.max_age, self.interval(tier) * self.runner.budget.freshness_stretch(tier))
 
     def tiers(self) -> List[Tier]:
         return [Tier(tier, self.interval(tier), quick=quick, judged=tier in JUDGED_TIERS)
@@ -165,7 +165,7 @@ class HccnSource:
 
     def poll(self, tier: str, chips: Sequence[ChipSample] = ()) -> Optional[float]:
         return self.recorder.execute(tier, lambda started: self._poll(tier, chips, started).paced(
-            self.interval(tier), self.runner.budget.stretch()))
+            self.interval(tier), self.runner.budget.stretch(tier)))
 
     def _poll(self, tier: str, chips: Sequence[ChipSample], started: float) -> Outcome:
         missing = self._program_problem()
@@ -365,6 +365,8 @@ class HccnSource:
             values = {key: dict(fields) for key, fields in self._values.items()}
             phys = dict(self._phy)
             not_ready = set(self._not_ready)
+        # each tier's once: the budget's stretch is looked up under its lock, and a chip has about 40 values
+        allowed = {tier: self._allowed(tier) for tier in TIERS}
         result: Dict[ChipKey, Optional[Dict[str, Any]]] = {}
         for chip in chips:
             if not has_ports(chip.name):
@@ -372,7 +374,7 @@ class HccnSource:
                 continue
             network = dict(EMPTY, phy_id=phys.get(chip.key), not_ready=chip.key in not_ready)
             for name, (tier, when, value) in values.get(chip.key, {}).items():
-                if now - when <= self._allowed(tier):
+                if now - when <= allowed[tier]:
                     network[name] = value
             result[chip.key] = network
         speeds = [network["speed_mbps"] for network in result.values()

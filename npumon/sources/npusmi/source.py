@@ -176,7 +176,7 @@ class NpuSmiSource:
         if query is None:  # the main table: a slot of its own, never stretched
             return self.recorder.execute(tier, lambda started: self._poll(tier, started))
         return self.recorder.execute(tier, lambda started: self._poll(tier, started).paced(
-            self.intervals.get(query, 0.0), self.runner.budget.stretch()))
+            self.intervals.get(query, 0.0), self.runner.budget.stretch(tier)))
 
     def _poll(self, tier: str, started: float) -> Outcome:
         query = query_of(tier)
@@ -503,7 +503,8 @@ class NpuSmiSource:
     def allowed_age(self, query: str, max_age: float) -> float:
         """How old a query's values may be: a slow tier (ecc every 5 min, board every hour) does not go stale
         between two polls."""
-        return allowed_age(max_age, self.intervals.get(query, 0.0) * self.runner.budget.freshness_stretch())
+        stretch = self.runner.budget.freshness_stretch(query_source_name(query))
+        return allowed_age(max_age, self.intervals.get(query, 0.0) * stretch)
 
     def identity_pending(self) -> bool:
         """Whether the die ids (vdie_id, model_name) are still to be asked: the identity tier will run in this
