@@ -74,6 +74,10 @@ def test_level_2_finds_each_injected_fault_on_its_chip_with_figures_against_expe
         ("npu1/chip0", "diag-compute-wrong"), ("npu2/chip0", "diag-hbm-pattern-errors"),
         ("npu3/chip0", "diag-pcie-bandwidth-low"), ("npu3/chip0", "pcie-degraded"),
         ("npu4/chip0", "diag-aicore-hang")}
+    pattern = [f for f in document["findings"] if f["rule"] == "diag-hbm-pattern-errors"][0]
+    # the simulated copy flips 5 bytes of its destination, the second 32 MiB region, the first 4,095 bytes in
+    assert "5 of 67108864 bytes came back different (first at offset {})".format(32 * 1048576 + 4095) in \
+        pattern["summary"]
     wrong = [f for f in document["findings"] if f["rule"] == "diag-compute-wrong"][0]
     assert "element [3][11] is 33, expected 32" in wrong["summary"] and wrong["repair_action"] == "reset_npu"
     rows = {(row["subject"], row["item"]): row for row in document["results"]}
