@@ -43,7 +43,7 @@ def fake_npu_smi(directory: Path, info_text: str) -> Path:
     (directory / "info.txt").write_text(info_text)
     script = directory / "npu-smi"
     script.write_text(textwrap.dedent("""\
-        #!{python}
+        #!{python} -S
         import sys
         args = sys.argv[1:]
         if "-t" in args:

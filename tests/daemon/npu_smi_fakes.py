@@ -8,7 +8,7 @@ import signal
 import sys
 import textwrap
 import time
-from typing import List
+from typing import List, Optional
 
 import psutil
 
@@ -16,7 +16,7 @@ from npumon.sim.hostroot import HostRootSpec, write_host_root
 from paths import FIXTURES
 
 SCRIPT = textwrap.dedent("""\
-    #!{python}
+    #!{python} -S
     import os, sys, time
     here = os.path.dirname(os.path.abspath(__file__))
     args = sys.argv[1:]
@@ -81,20 +81,23 @@ class FakeNpuSmi:
         with open(os.path.join(os.path.dirname(self.path), "mode"), "w", encoding="utf-8") as handle:
             handle.write(mode)
 
-    def processes(self) -> List[int]:
-        """Live processes it started (zombies excluded: they are dead, and init's to reap)."""
+    def processes(self, started_before: Optional[float] = None) -> List[int]:
+        """Live processes it started (zombies excluded: they are dead, and init's to reap); with
+        `started_before` (a time.time()), only those started before it."""
         found = []
-        for proc in psutil.process_iter(["cmdline", "status"]):
+        for proc in psutil.process_iter(["cmdline", "status", "create_time"]):
             cmdline = proc.info["cmdline"] or []
-            if any(self.path in part for part in cmdline) and proc.info["status"] != psutil.STATUS_ZOMBIE:
+            if any(self.path in part for part in cmdline) and proc.info["status"] != psutil.STATUS_ZOMBIE and \
+                    (started_before is None or proc.info["create_time"] < started_before):
                 found.append(proc.pid)
         return found
 
-    def wait_gone(self, within: float) -> List[int]:
+    def wait_gone(self, within: float, started_before: Optional[float] = None) -> List[int]:
+        """The processes (started before `started_before`, if given) still alive after at most `within` s."""
         deadline = time.monotonic() + within
-        while self.processes() and time.monotonic() < deadline:
+        while self.processes(started_before) and time.monotonic() < deadline:
             time.sleep(0.05)
-        return self.processes()
+        return self.processes(started_before)
 
     def kill_all(self) -> None:
         for pid in self.processes():

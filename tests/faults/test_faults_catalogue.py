@@ -123,7 +123,7 @@ def fake_npu_smi(directory: Path) -> Path:
     (directory / "health.txt").write_text(health.split("\n", 1)[1])  # without the capture's command line
     script = directory / "npu-smi"
     script.write_text(textwrap.dedent("""\
-        #!{python}
+        #!{python} -S
         import sys
         args = sys.argv[1:]
         if args[:1] == ["info"] and len(args) == 1:

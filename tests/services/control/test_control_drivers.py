@@ -165,7 +165,7 @@ def test_hwmon_enable_zero_reads_as_full_speed(tmp_path):
 def recorder(tmp_path, sleep=0.0, status=0):
     """An executable that writes its arguments, one per line, to args.txt (and may sleep or fail)."""
     script = tmp_path / "fanctl"
-    script.write_text("#!{}\nimport sys, time\ntime.sleep({})\nopen({!r}, 'w').write('\\n'.join(sys.argv[1:]))\n"
+    script.write_text("#!{} -S\nimport sys, time\ntime.sleep({})\nopen({!r}, 'w').write('\\n'.join(sys.argv[1:]))\n"
                       "sys.exit({})\n".format(sys.executable, sleep, str(tmp_path / "args.txt"), status))
     script.chmod(script.stat().st_mode | stat.S_IXUSR)
     return str(script)

@@ -26,7 +26,7 @@ HEARTBEAT = ("[ascend] [ERROR] [drv_soft_fault] [hb_read_one_device_count 203] <
              "miss_read_count=0; hb_read_fail_count=0).")
 BOOT = "6c7c6013a8ee4b5a8d7f8b8d4d0e7c3a"
 # journalctl itself: -n N keeps the newest N, --after-cursor=C those after C, -b this boot's (all here)
-FAKE_JOURNALCTL = r'''#!{python}
+FAKE_JOURNALCTL = r'''#!{python} -S
 import json, os, sys
 args = sys.argv[1:]
 with open(os.environ["FAKE_JOURNAL_CALLS"], "a") as calls:

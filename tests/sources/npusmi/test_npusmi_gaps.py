@@ -59,7 +59,7 @@ class StandIn:
         self.answers_from = answers_from
 
     def argv(self):
-        return [sys.executable, "-I", str(self.script)]
+        return [sys.executable, "-I", "-S", str(self.script)]  # -S: no site, the script needs only the stdlib
 
     def answer(self, args, text=None):
         (self.answers / "_".join(args)).write_text(self.answers_from(list(args)) if text is None else text)

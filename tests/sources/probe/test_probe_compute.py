@@ -274,7 +274,7 @@ def fake_atc(tmp_path, fail=None):
     """An executable that behaves like ATC's single-op build and counts its runs."""
     script = tmp_path / "atc"
     runs = tmp_path / "atc-runs"
-    script.write_text("""#!{python}
+    script.write_text("""#!{python} -S
 import json, os, sys
 args = dict(arg[2:].split("=", 1) for arg in sys.argv[1:])
 with open({runs!r}, "a") as handle:
