@@ -63,7 +63,8 @@ def test_start_up_objects_are_frozen_and_garbage_is_collected_first():
     del garbage
     try:
         frozen = freeze_startup_objects()
-        assert frozen > 1000 and gc.get_freeze_count() == frozen
+        # a frozen object that dies leaves the count (the worker's other threads still free some)
+        assert frozen > 1000 and 0.9 * frozen <= gc.get_freeze_count() <= frozen
         assert gone() is None  # collected, not kept frozen for ever
     finally:
         gc.unfreeze()
