@@ -50,6 +50,7 @@ def _private_var_lib_npumon_available() -> bool:
     return os.geteuid() == 0 and shutil.which("unshare") is not None and os.path.isdir("/var/lib")
 
 
+@pytest.mark.slow  # every simulated command as a process of its own: about 24 s of CPU
 @pytest.mark.integration
 @pytest.mark.skipif(not _private_var_lib_npumon_available(), reason="needs root and unshare(1) for a private mount")
 def test_no_simulated_command_creates_anything_under_var_lib_npumon(tmp_path, control_on, monkeypatch):

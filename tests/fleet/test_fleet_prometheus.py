@@ -49,7 +49,9 @@ JOB = "npumon"
 FEATURE_HOSTS = {"probe": "sim-200i-control", "control": "sim-200i-control", "network": "sim-a2-healthy",
                  "triton": "sim-200i-control"}  # model load time: only Triton exports it
 
-pytestmark = [pytest.mark.integration,
+# slow: five simulated hosts and a Prometheus run in real time for the whole module (about 20 s of CPU and
+# 30-45 s of a worker); .ci/run runs the slow suite on every change
+pytestmark = [pytest.mark.integration, pytest.mark.slow,
               pytest.mark.skipif(PROMETHEUS is None, reason="prometheus not on PATH (Debian: apt-get install prometheus)")]
 
 RUNNING_HOSTS = [host.name for host in DEFAULT_FLEET if host.running]

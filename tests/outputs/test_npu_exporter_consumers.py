@@ -45,7 +45,9 @@ DATA_DEADLINE_SECONDS = 60  # only a failure waits this long
 RANGE_SECONDS = 60
 VDIE_ID = re.compile(r"[0-9A-F]{8}(?:-[0-9A-F]{8}){4}")
 
-pytestmark = [pytest.mark.integration,
+# slow: six simulated hosts, a kubelet stand-in and a Prometheus run in real time for the whole module (about
+# 20 s of CPU and 30-45 s of a worker); .ci/run runs the slow suite on every change
+pytestmark = [pytest.mark.integration, pytest.mark.slow,
               pytest.mark.skipif(PROMETHEUS is None, reason="prometheus not on PATH (Debian: apt-get install prometheus)")]
 
 

@@ -17,6 +17,7 @@ from npumon.sim.npusmi import respond, sim_host
 from npumon.sim.products import FAMILY_310B, FAMILY_310P, FAMILY_910_93, get_product
 from npumon.sim.scenario import load_scenario
 from npumon.sim.state import STATE_ENV, read_state, scenario_time
+from scenario_matrix import each_scenario_once
 
 HEALTH = {"OK": 0, "Warning": 1, "Alarm": 2, "Critical": 3, "UNKNOWN": 0xFFFFFFFF}
 COMPATIBILITY = {"OK": 1, "NOK": 2, "UNKNOWN": 3}  # enum dcmi_device_compat
@@ -72,9 +73,10 @@ CHECKED_HERE = ("atlas-800i-a2", "atlas-a3", "atlas-300i-duo", "atlas-200i-a2")
 assert set(CHECKED_HERE) <= set(DCMI_PRODUCTS)
 
 
+# The default run checks every scenario on one of these products in turn, and healthy on each; the slow suite
+# checks every scenario on every one.
 @pytest.mark.parametrize("at", [0.0, 900.0])
-@pytest.mark.parametrize("product", CHECKED_HERE)
-@pytest.mark.parametrize("scenario", ANSWERING)
+@pytest.mark.parametrize("scenario, product", each_scenario_once(ANSWERING, CHECKED_HERE, CHECKED_HERE))
 def test_every_function_answers_what_npu_smi_prints(dcmi, tmp_path, monkeypatch, scenario, product, at):
     host = simulate(tmp_path, monkeypatch, scenario, product, at)
     spec = host.product

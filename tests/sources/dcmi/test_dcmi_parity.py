@@ -15,6 +15,7 @@ from npumon.sim.dcmi import DCMI_PRODUCTS
 from npumon.sim.simulation import list_scenarios, prepare_simulation
 from npumon.sim.target import simulated_target, simulation_config
 from npumon.sources.collection import SourceSet
+from scenario_matrix import each_scenario_once
 
 pytestmark = pytest.mark.integration
 
@@ -77,16 +78,13 @@ def _differences(left, right):
     return diffs, only_left, only_right
 
 
-# Every scenario on two products in the default run: the A3 (16 chips over the V1 API, with HCCS and SIO) and
-# the 950 (the V2 API). The other families repeat the matrix in the slow suite (.ci/run runs it on every change):
-# this one file took a ninth of the default suite's CPU.
+# The default run compares every scenario once, on the A3 (16 chips over the V1 API, with HCCS and SIO) or the
+# 950 (the V2 API) in turn, and healthy on both; the slow suite (.ci/run runs it on every change) repeats every
+# scenario on every product. The full matrix took a ninth of the default suite's CPU.
 DEFAULT_RUN_PRODUCTS = ("atlas-a3", "atlas-350")
-PRODUCTS = [product if product in DEFAULT_RUN_PRODUCTS else pytest.param(product, marks=pytest.mark.slow)
-            for product in DCMI_PRODUCTS]
 
 
-@pytest.mark.parametrize("product", PRODUCTS)
-@pytest.mark.parametrize("scenario", SCENARIOS)
+@pytest.mark.parametrize("scenario, product", each_scenario_once(SCENARIOS, DCMI_PRODUCTS, DEFAULT_RUN_PRODUCTS))
 def test_dcmi_and_npu_smi_agree(product, scenario, library):
     through_npu_smi, config = _snapshot(product, scenario, "npu-smi", library)
     through_dcmi, _ = _snapshot(product, scenario, "dcmi", library)
