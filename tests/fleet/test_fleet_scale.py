@@ -27,6 +27,20 @@ RUN_SECONDS = 90  # held after every target is up: 18 scrapes of each host at 5 
 # Prometheus's 5 s timeout, which would count the target down.
 SCRAPE_P99_LIMIT = 4.0
 FLEET_WALL_LIMIT = 30.0
+# `npumon fleet`'s own CPU at this machine's usual speed, and that speed: a pure-Python loop of 3 million
+# additions in a function takes 0.12 s of CPU here or less (a shared machine; at times it runs at half that speed)
+FLEET_CPU_LIMIT = 2.0
+USUAL_LOOP_SECONDS = 0.12
+
+
+def slowness() -> float:
+    """How many times slower than usual this machine runs Python now (at least 1): the best of three loops."""
+    def loop() -> float:
+        started, total = time.process_time(), 0
+        for number in range(3_000_000):
+            total += number
+        return time.process_time() - started
+    return max(1.0, min(loop() for _ in range(3)) / USUAL_LOOP_SECONDS)
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration,
               pytest.mark.skipif(PROMETHEUS is None, reason="prometheus not on PATH (Debian: apt-get install prometheus)")]
@@ -80,5 +94,7 @@ def test_fifty_hosts_stay_up_and_every_query_answers_in_time(tmp_path):
     # `npumon fleet` answering in under 2 s is the target on a machine of its own; on a shared CI machine its wall
     # time follows the load, so its own CPU (Python's start, the rules, every answer decoded) is held to 2 s and
     # the wall time only to what would mean queries asked one after another or a hang.
-    assert report["fleet_cpu_seconds"] < 2.0, report["fleet_cpu_seconds"]
+    # (2.21 s once in CI with the machine at about half its usual speed: the limit is the usual speed's)
+    limit = FLEET_CPU_LIMIT * slowness()
+    assert report["fleet_cpu_seconds"] < limit, (report["fleet_cpu_seconds"], limit)
     assert report["fleet_seconds"] < FLEET_WALL_LIMIT, report["fleet_seconds"]

@@ -16,14 +16,17 @@ def body(name):
         return handle.read().split("# ---\n", 1)[1]
 
 
-def fake_npu_smi(tmp_path):
-    """`info` waits (at most 5 s) until an `-t ecc` call has begun, and logs when it starts and ends."""
+def fake_npu_smi(tmp_path, wait_for_ecc):
+    """`info` waits (at most `wait_for_ecc` seconds) until an `-t ecc` call has begun, and logs when it starts and
+    ends. A test that expects an ecc call beside the table waits long (it comes at once, unless the machine is
+    very busy); one that expects none waits a short while."""
+    (tmp_path / "wait").write_text(str(wait_for_ecc))
     for name, fixture in (("table", "info_910b3_8npu_v23.0.7.txt"), ("list", "info-l_910b_8npu_v25.5.1_fixture.txt"),
                           ("ecc", "info-t-ecc_910a_ddr-hbm_v23.0.5_doc.txt")):
         (tmp_path / name).write_text(body(fixture))
     script = tmp_path / "npu-smi"
     script.write_text(textwrap.dedent("""\
-        #!{python}
+        #!{python} -S
         import os, sys, time
         d, args = {d!r}, sys.argv[1:]
         def log(line):
@@ -31,7 +34,7 @@ def fake_npu_smi(tmp_path):
                 f.write(line + "\\n")
         if args == ["info"]:
             log("table start")
-            waited = time.monotonic() + 5
+            waited = time.monotonic() + float(open(os.path.join(d, "wait")).read())
             while not os.path.exists(os.path.join(d, "ecc-asked")) and time.monotonic() < waited:
                 time.sleep(0.02)
             log("table end")
@@ -40,8 +43,8 @@ def fake_npu_smi(tmp_path):
             log("list")
             sys.stdout.write(open(os.path.join(d, "list")).read())
         elif args[:3] == ["info", "-t", "ecc"]:
+            log("ecc " + args[4])  # logged before the table can see it asked: "ecc" comes before "table end"
             open(os.path.join(d, "ecc-asked"), "w").close()
-            log("ecc " + args[4])
             sys.stdout.write(open(os.path.join(d, "ecc")).read())
         else:
             print("This device does not support querying {{}}.".format(args[2] if len(args) > 2 else ""))
@@ -51,7 +54,7 @@ def fake_npu_smi(tmp_path):
 
 
 def test_a_quick_pass_asks_ecc_beside_the_table(tmp_path):
-    runner = CommandRunner(fake_npu_smi(tmp_path), 20, 8, priority_slots=1)
+    runner = CommandRunner(fake_npu_smi(tmp_path, wait_for_ecc=30), 20, 8, priority_slots=1)
     runner.not_after = time.monotonic() + 60  # a one-shot pass under a deadline, as `npumon check` makes it
     source = NpuSmiSource(runner, intervals={"ecc": 300.0, "health": 60.0}, quick_pass=True)
     try:
@@ -74,7 +77,7 @@ def test_a_quick_pass_asks_ecc_beside_the_table(tmp_path):
 
 
 def test_the_daemon_asks_nothing_beside_the_table(tmp_path):
-    runner = CommandRunner(fake_npu_smi(tmp_path), 20, 8, priority_slots=1)
+    runner = CommandRunner(fake_npu_smi(tmp_path, wait_for_ecc=5), 20, 8, priority_slots=1)
     source = NpuSmiSource(runner, intervals={"ecc": 300.0}, quick_pass=False)
     try:
         source.poll("npu-smi")  # waits out its 5 s: no ecc call comes while it runs
@@ -85,13 +88,14 @@ def test_the_daemon_asks_nothing_beside_the_table(tmp_path):
 
 def test_a_quick_pass_takes_the_cards_from_the_identity_file_instead_of_asking_info_l(tmp_path):
     # the daemon's identity file lists the cards: `-t ecc` starts with the table, not 1.5 s later (the A3)
-    first = NpuSmiSource(CommandRunner(fake_npu_smi(tmp_path), 20, 8, priority_slots=1), intervals={"ecc": 300.0})
+    first = NpuSmiSource(CommandRunner(fake_npu_smi(tmp_path, wait_for_ecc=0), 20, 8, priority_slots=1),
+                         intervals={"ecc": 300.0})
     first.poll("npu-smi")
     cache = IdentityCache(str(tmp_path / "npu-smi-identity.json"))
     cache.save(first.chips(time.time()), time.time())
     first.runner.terminate_all()
     (tmp_path / "log").write_text("")
-    runner = CommandRunner(fake_npu_smi(tmp_path), 20, 8, priority_slots=1)
+    runner = CommandRunner(fake_npu_smi(tmp_path, wait_for_ecc=30), 20, 8, priority_slots=1)
     runner.not_after = time.monotonic() + 60
     source = NpuSmiSource(runner, intervals={"ecc": 300.0}, quick_pass=True, identity_cache=cache)
     try:
