@@ -40,7 +40,9 @@ def _run_guarded(where, test_body, *options):
     (project / "test_other.py").write_text("import os, pytest\nGUARDED = {!r}\n\n".format(str(guarded))
                                            + "@pytest.mark.parametrize('n', range(4))\ndef test_other(n):\n"
                                            + "    assert 'kept.json' in os.listdir(GUARDED)\n")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([TESTS, os.environ.get("PYTHONPATH", "")]))
+    # no plugin but the guard (and xdist where asked): the installed ones (hypothesis, ...) only slow each start
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([TESTS, os.environ.get("PYTHONPATH", "")]),
+               PYTEST_DISABLE_PLUGIN_AUTOLOAD="1")
     return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *options,
                            str(project / "test_one.py")] + ([str(project / "test_other.py")] if options else []),
                           cwd=str(project), env=env, capture_output=True, text=True, timeout=120)
@@ -70,13 +72,15 @@ def test_a_run_that_only_reads_the_guarded_directory_passes(tmp_path):
 
 def test_under_xdist_the_guard_runs_once_in_the_controller_and_still_fails_the_run(tmp_path):
     pytest.importorskip("xdist")
-    result = _run_guarded(tmp_path / "write", 'open(os.path.join(GUARDED, "cursor.json"), "w").close()', "-n", "2")
+    result = _run_guarded(tmp_path / "write", 'open(os.path.join(GUARDED, "cursor.json"), "w").close()',
+                          "-p", "xdist.plugin", "-n", "2")
     guarded = str(tmp_path / "write" / "guarded")
     assert result.returncode == 1, result.stdout + result.stderr
     assert "5 passed" in result.stdout and "bringing up nodes" in result.stdout, result.stdout
     assert result.stdout.count("{} changed during the run".format(guarded)) == 1, result.stdout
     assert result.stdout.count(os.path.join(guarded, "cursor.json") + ": created") == 1, result.stdout
 
-    result = _run_guarded(tmp_path / "read", 'assert "kept.json" in os.listdir(GUARDED)', "-n", "2")
+    result = _run_guarded(tmp_path / "read", 'assert "kept.json" in os.listdir(GUARDED)', "-p", "xdist.plugin",
+                          "-n", "2")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "5 passed" in result.stdout and "changed during the run" not in result.stdout, result.stdout
