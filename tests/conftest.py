@@ -32,7 +32,7 @@ from types import SimpleNamespace
 
 # Bytecode caches, as Python keeps them by default, even where PYTHONDONTWRITEBYTECODE is set: the suite starts
 # hundreds of interpreters (daemons, commands, simulators), and each would compile npumon's modules again (about
-# 0.5 s of CPU a start), and each xdist worker would rewrite every test module's asserts again (about 8 s). Before
+# 0.5 s of CPU a start), and each xdist worker would rewrite every test module's asserts again (about 11 s). Before
 # the imports below, so that the modules this file imports are written too (on a clean clone, the first process).
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 sys.dont_write_bytecode = False
@@ -40,6 +40,7 @@ sys.dont_write_bytecode = False
 import pytest  # noqa: E402
 from hypothesis import HealthCheck, settings  # noqa: E402
 
+from bytecode_warmup import rewrite_once  # noqa: E402
 from daemon_harness import DaemonProcess  # noqa: E402
 from npumon.cli.main import main  # noqa: E402
 from npumon.config.schema import DEFAULT_STATE_DIR, STATE_DIR_ENV  # noqa: E402
@@ -48,7 +49,9 @@ from npumon.sim.latency import LATENCY_SCALE_ENV  # noqa: E402
 from npumon.sim.simulation import IN_PROCESS_ENV  # noqa: E402
 from state_guard import StateGuard  # noqa: E402
 
-settings.register_profile("ci", deadline=None, max_examples=2000, suppress_health_check=[HealthCheck.too_slow])
+# 1,000 examples a property in the default run (about a fifth of its CPU went to the 2,000 of before, and the
+# suite is bound by CPU on two cores); HYPOTHESIS_PROFILE=thorough searches ten times further.
+settings.register_profile("ci", deadline=None, max_examples=1000, suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("thorough", deadline=None, max_examples=10000,
                           suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
@@ -91,21 +94,28 @@ os.environ[STATE_DIR_ENV] = _SESSION_STATE  # for session- and module-wide fixtu
 _state_dirs = itertools.count()
 
 
+def _cpus():
+    """The CPUs this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
 def pytest_xdist_auto_num_workers(config):
     """`-n auto`: three workers per CPU this process may run on (at most 16). Tests wait (a real Prometheus
     scraping, a daemon's next poll, a child process) while others compute, and the suite is bound by CPU: on 2
     CPUs it took 374 s with 2 workers, 293 s with 3 and 266 s with 4 (2026-11); on 2026-12-03, 260.5 s with 3,
     233.5 s with 4 and 214.7 s with 6, the two CPUs 193 % busy."""
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        cpus = os.cpu_count() or 1
-    return min(16, 3 * cpus)
+    return min(16, 3 * _cpus())
 
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "realistic_latency: simulated npu-smi takes as long as on real hardware")
     config.pluginmanager.register(StateGuard(DEFAULT_STATE_DIR), "npumon-state-guard")
+    if getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput"):
+        # xdist's controller, before its workers start: the test modules' bytecode, once (tests/bytecode_warmup.py)
+        rewrite_once(os.path.dirname(os.path.abspath(__file__)), _cpus())
 
 
 def pytest_unconfigure(config):
