@@ -17,7 +17,7 @@ import dataclasses
 import json
 import logging
 import os
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..model import ChipSample, Snapshot
 from ..outputs.families import Families, MetricSpec
@@ -37,21 +37,43 @@ PCI_DEVICES = "sys/bus/pci/devices"  # under the target's root
 MAX_PCI_DEVICES = 4096
 
 
-def npu_pci_devices(root: str) -> List[str]:
-    """The PCI addresses (lower case) under <root>/sys/bus/pci/devices with an NPU's vendor and device id."""
+def npu_pci_devices(root: str, known: Optional[Dict[Tuple[str, int], bool]] = None) -> List[str]:
+    """The PCI addresses (lower case) under <root>/sys/bus/pci/devices with an NPU's vendor and device id.
+    `known`, kept by the caller between calls: whether each entry seen before (its name and inode: a device
+    removed and added again is a new entry) is an NPU, so that its vendor and device files are read once."""
     directory = os.path.join(root, PCI_DEVICES)
     try:
-        names = sorted(os.listdir(directory))[:MAX_PCI_DEVICES]
+        with os.scandir(directory) as listing:
+            entries = sorted(((entry.name, entry.inode()) for entry in listing))[:MAX_PCI_DEVICES]
     except FileNotFoundError:
         return []
     except OSError as exc:
         raise SourceError("{}: {}".format(directory, exc.strerror or exc)) from None
+    learnt = {} if known is None else known
     found = []
-    for name in names:
-        vendor = _hex_file(os.path.join(directory, name, "vendor"))
-        if vendor == HUAWEI_VENDOR_ID and _hex_file(os.path.join(directory, name, "device")) in NPU_DEVICE_IDS:
-            found.append(name.lower())
+    for entry in entries:
+        npu = learnt.get(entry)
+        if npu is None:
+            npu = _is_npu(os.path.join(directory, entry[0]))
+            if npu is not None:
+                learnt[entry] = npu
+        if npu:
+            found.append(entry[0].lower())
+    if known is not None:
+        for gone in set(known) - set(entries):
+            del known[gone]
     return found
+
+
+def _is_npu(device_dir: str) -> Optional[bool]:
+    """Whether the device's vendor and device ids are an NPU's; None when its files could not be read."""
+    vendor = _hex_file(os.path.join(device_dir, "vendor"))
+    if vendor is None:
+        return None
+    if vendor != HUAWEI_VENDOR_ID:
+        return False
+    device = _hex_file(os.path.join(device_dir, "device"))
+    return None if device is None else device in NPU_DEVICE_IDS
 
 
 def _hex_file(path: str) -> Optional[int]:
@@ -96,6 +118,7 @@ class ChipCountSource(SingleTierSource[Dict[str, Any]]):
         self.root = root
         self.state_dir = state_dir
         self.learned = self._load()
+        self._pci_known: Dict[Tuple[str, int], bool] = {}  # npu_pci_devices' memory of the bus's entries
 
     def _path(self) -> str:
         return os.path.join(self.state_dir or "", STATE_FILE)
@@ -126,7 +149,7 @@ class ChipCountSource(SingleTierSource[Dict[str, Any]]):
             log.warning("chip-count: cannot save the learned chip count in %s: %s", self._path(), exc.strerror or exc)
 
     def read(self, chips: Sequence[ChipSample]) -> Dict[str, Any]:
-        pci = npu_pci_devices(self.root)
+        pci = npu_pci_devices(self.root, self._pci_known)
         learned = {"chips": max(self.learned["chips"], len(chips)), "pci": max(self.learned["pci"], len(pci))}
         if learned != self.learned:
             self.learned = learned

@@ -84,3 +84,29 @@ def test_a_bad_expected_chips_is_one_line_naming_the_key(tmp_path, text, problem
     with pytest.raises(ConfigError) as raised:
         parse_config("faults: {{expected_chips: {}}}\n".format(text), "npumon.yaml")
     assert "faults.expected_chips" in str(raised.value) and problem in str(raised.value)
+
+
+def test_each_bus_entry_is_read_once_until_it_goes_or_comes_back(tmp_path, monkeypatch):
+    import shutil
+
+    from npumon.sources import chipcount
+    sysfs(tmp_path / "root", dict(npus(2), **{"0000:3d:00.0": ("0x19e5", "0x1822")}))  # 2 NPUs and a Huawei NIC
+    (tmp_path / "root/sys/bus/pci/devices/0000:3e:00.0").mkdir()  # its vendor file not readable yet
+    reads = []
+    real = chipcount._hex_file
+    monkeypatch.setattr(chipcount, "_hex_file", lambda path: reads.append(path) or real(path))
+    known = {}
+    root = str(tmp_path / "root")
+    assert npu_pci_devices(root, known) == ["0000:c1:00.0", "0000:c2:00.0"]
+    assert len(reads) == 7  # vendor and device of the three Huawei devices, the vendor of the fourth
+    reads.clear()
+    assert npu_pci_devices(root, known) == ["0000:c1:00.0", "0000:c2:00.0"]
+    assert reads == [str(tmp_path / "root/sys/bus/pci/devices/0000:3e:00.0/vendor")]  # only the unknown one
+    # one NPU leaves the bus; another device comes at its address: a new entry, read afresh
+    shutil.rmtree(str(tmp_path / "root/sys/bus/pci/devices/0000:c2:00.0"))
+    assert npu_pci_devices(root, known) == ["0000:c1:00.0"]
+    assert len(known) == 2  # the gone entry forgotten (the unreadable one was never kept)
+    sysfs(tmp_path / "root", {"0000:c2:00.0": ("0x8086", "0x1234")})
+    assert npu_pci_devices(root, known) == ["0000:c1:00.0"]
+    sysfs(tmp_path / "root", {"0000:3e:00.0": ("0x19e5", "0xd803")})  # the late one reads now: an A3 NPU
+    assert npu_pci_devices(root, known) == ["0000:3e:00.0", "0000:c1:00.0"]
