@@ -14,6 +14,7 @@ import logging
 import shutil
 import sys
 import tempfile
+import time
 from typing import TYPE_CHECKING, Callable, Iterator, List, NamedTuple, NoReturn, Optional, Sequence, Tuple
 
 from ..config.location import DEFAULT_CONFIG_PATH
@@ -138,8 +139,10 @@ def open_target(args: argparse.Namespace, config: "Config", require_npu_smi: boo
             target = dataclasses.replace(target, npu_smi_argv=[find_npu_smi(config.npu_smi)])
         yield Host(target, lambda config: config)
         return
+    setting_up = time.thread_time()  # the simulator's own start (its modules, its host), not npumon's
     from ..sim import ScenarioError, prepare_simulation, simulated_target, simulation_config
     from ..sim.cluster import ClusterError, simulated_cluster, wanted as cluster_wanted
+    from ..sim.own_cpu import IN_PROCESS_CPU
 
     kept_state_dir = getattr(args, "sim_state", None)  # `run --sim-state DIR`: the caller owns DIR
     state_dir = kept_state_dir or tempfile.mkdtemp(prefix="npumon-sim-")
@@ -164,7 +167,11 @@ def open_target(args: argparse.Namespace, config: "Config", require_npu_smi: boo
                 except ClusterError as exc:
                     raise UserError(str(exc)) from None
             addresses = None if cluster is None else cluster.addresses
+            IN_PROCESS_CPU.add("setup", time.thread_time() - setting_up)
             yield Host(target, lambda config: simulation_config(config, state_dir, addresses))
     finally:
-        if not kept_state_dir:
+        if kept_state_dir:
+            with contextlib.suppress(OSError):  # for benchmarks/bench_cost.py; nothing to lose without it
+                IN_PROCESS_CPU.save(state_dir)
+        else:
             shutil.rmtree(state_dir, ignore_errors=True)

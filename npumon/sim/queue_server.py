@@ -18,8 +18,10 @@ import signal
 import socket
 import sys
 import threading
+import time
 from typing import Optional, Sequence
 
+from .own_cpu import IN_PROCESS_CPU
 from .simulation import serving_engine, serving_metrics
 from .state import SimStateError, read_state
 
@@ -29,6 +31,13 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 class _Handler(http.server.BaseHTTPRequestHandler):
     server: "_Server"
+
+    def handle(self) -> None:
+        started = time.thread_time()  # a real engine answers from a process of its own: not npumon's CPU
+        try:
+            super().handle()
+        finally:
+            IN_PROCESS_CPU.add("serving endpoint", time.thread_time() - started)
 
     def do_GET(self) -> None:  # noqa: N802 - the name http.server dispatches to
         if self.path.split("?", 1)[0] != METRICS_PATH:

@@ -16,6 +16,7 @@ from ..config.schema import CoreConfig
 from ..sources.k8s.config import DEFAULT_SOCKET
 from ..sources.target import DcmiLibrary, KernelLog, Target
 from .kmsg import KMSG_FILE, write_due
+from .own_cpu import IN_PROCESS_CPU
 from .procs import write_processes
 from .pyacl import SIMULATED_ACL_DIR
 from .simulation import Simulation
@@ -40,11 +41,12 @@ def simulated_target(sim: Simulation, serving_url: Optional[str] = None,
                   # the simulator's library is built by whoever runs it, under a temporary directory
                   dcmi_library=DcmiLibrary(build_library, owner_uid=os.getuid(), sticky_dirs=True),
                   # its scenario's `kmsg:` lines, written as its clock runs: on in every simulation
-                  kernel_log=KernelLog(os.path.join(state_dir, KMSG_FILE), functools.partial(write_due, state_dir)),
+                  kernel_log=KernelLog(os.path.join(state_dir, KMSG_FILE), IN_PROCESS_CPU.timed(
+                      "kernel log lines", functools.partial(write_due, state_dir))),
                   # the probe's child runs against the simulated pyACL: no real model, no torch
                   acl_dir=SIMULATED_ACL_DIR, atc_argv=list(ATC_ARGV), label="a simulated host",
                   # its NPU processes' /proc/<pid> entries, written for the moment of each read
-                  proc_before_read=functools.partial(write_processes, state_dir))
+                  proc_before_read=IN_PROCESS_CPU.timed("/proc entries", functools.partial(write_processes, state_dir)))
 
 
 def build_library() -> Tuple[Optional[str], str]:

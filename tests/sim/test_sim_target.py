@@ -1,11 +1,17 @@
 """The simulated host is a Target (npumon/sim/target.py): its stand-ins reach the sources through the Target alone,
 npumon's own state goes where the config the Target runs with says, and a real host's Target has none of them."""
 
+import argparse
+import json
 import os
+import time
+import urllib.request
 
+from npumon.cli.common import open_target
 from npumon.settings import Config, parse_config
 from npumon.sim import prepare_simulation
 from npumon.sim.kmsg import KMSG_FILE
+from npumon.sim.own_cpu import IN_PROCESS_CPU, IN_PROCESS_FILE, InProcessCpu
 from npumon.sim.pyacl import SIMULATED_ACL_DIR
 from npumon.sim.target import HCCN_TOOL_ARGV, simulated_target, simulation_config
 from npumon.sources.base import SourceContext
@@ -70,3 +76,38 @@ def test_a_simulations_config_keeps_npumon_state_with_it_unless_the_user_chose_a
     assert simulation_config(Config(), "/tmp/sim").state_dir == "/tmp/sim/npumon-state"
     chosen = Config(state_dir=str(tmp_path / "mine"))
     assert simulation_config(chosen, "/tmp/sim") is chosen
+
+
+def test_a_command_with_a_kept_simulation_writes_what_the_simulator_spent_in_its_process(tmp_path):
+    # benchmarks/bench_cost.py tells npumon's own CPU from the simulator's work in npumon's process with it
+    args = argparse.Namespace(simulate="healthy", sim_product="atlas-a3", sim_state=str(tmp_path / "sim"))
+    before = IN_PROCESS_CPU.totals()
+    with open_target(args, parse_config("{}\n")) as host:
+        for _ in range(3):
+            host.target.proc_before_read(time.time())  # the processes source's reads
+        with urllib.request.urlopen(host.target.serving_url, timeout=10) as answer:  # the serving source's
+            assert b"vllm:" in answer.read()
+    saved = json.loads((tmp_path / "sim" / IN_PROCESS_FILE).read_text(encoding="utf-8"))
+    assert set(saved) >= {"setup", "/proc entries", "serving endpoint"}, saved
+    for part in ("setup", "/proc entries", "serving endpoint"):
+        assert saved[part] > before.get(part, 0.0), (part, saved, before)  # timed, with the thread's CPU
+    args.sim_state = None
+    with open_target(args, parse_config("{}\n")):
+        pass  # a simulation of its own, removed at the end: nothing written anywhere
+    assert saved == json.loads((tmp_path / "sim" / IN_PROCESS_FILE).read_text(encoding="utf-8"))
+
+
+def test_in_process_cpu_adds_each_timed_call_to_its_part(tmp_path):
+    cpu = InProcessCpu()
+
+    def spin(n):
+        return sum(range(n))
+
+    timed = cpu.timed("spin", spin)
+    assert timed(200000) == sum(range(200000)) and timed.__name__ == "spin"
+    first = cpu.totals()["spin"]
+    timed(200000)
+    assert cpu.totals()["spin"] > first > 0
+    cpu.add("other", 0.25)
+    cpu.save(str(tmp_path))
+    assert json.loads((tmp_path / IN_PROCESS_FILE).read_text(encoding="utf-8")) == cpu.totals()
