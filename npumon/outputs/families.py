@@ -55,6 +55,8 @@ class Families:
             mine = self._rows.get(name)
             if mine is None:
                 self._rows[name] = dict(rows)  # a copy: this render's later adds must not reach the part
+            elif mine.keys().isdisjoint(rows):  # the usual case: another chip's rows of the family
+                mine.update(rows)
             else:
                 for label_values, value in rows.items():
                     mine.setdefault(label_values, value)

@@ -215,3 +215,30 @@ def test_scrapes_rarer_than_publications_leave_the_render_to_the_scrape(server, 
             assert not registry.published()
         scrape(server)
     assert host.exports == 4  # one render per scrape, none for a publication nobody took
+
+
+@pytest.mark.parametrize("accept", [PROMETHEUS_ACCEPT, "", "text/plain", "application/openmetrics-text"])
+def test_the_per_scrape_tail_is_written_byte_for_byte_as_prometheus_client_writes_it(accept):
+    """The live collectors' families are written by npumon's encoder; the same bytes as prometheus_client's,
+    including a family it hands back (a counter with `_created`)."""
+    from prometheus_client import Counter, Histogram
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+    from npumon.outputs.exposition import ExpositionRegistry
+
+    class Live:
+        def collect(self):
+            yield GaugeMetricFamily("npumon_t_open", 'open "now"\nhere', value=2)
+            counter = CounterMetricFamily("npumon_t_requests", "requests", labels=("code",))
+            counter.add_metric(("200",), 7)
+            counter.add_metric(('a"b\\c',), 1)
+            yield counter
+
+    registry = ExpositionRegistry()
+    registry.register(Live())
+    Counter("npumon_t_with_created", "a counter with _created", registry=registry).inc(3)
+    Histogram("npumon_t_seconds", "a histogram", ("source",), buckets=(0.1, 1.0), registry=registry).labels(
+        "x").observe(0.5)
+    encoder, _ = choose_encoder(accept)
+    assert registry.exposition(accept, False).body == encoder(registry)
+    assert gzip.decompress(registry.exposition(accept, True).body) == encoder(registry)
