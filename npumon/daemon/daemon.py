@@ -72,14 +72,15 @@ STOP_GRACE_SECONDS = 3.0  # SIGTERM to exit, well inside the promised 5 s and th
 # 16-chip A3 over npu-smi the first polls of every tier come to about four minutes of call-slot time, and when
 # they all came within 10 s the minute tiers (usages, health) waited behind them for a tier thread, asked
 # nothing for two minutes and went stale on a healthy host.
-FAST_TIER_START_SECONDS = 10.0  # a tier polled every minute or more often starts within this
+MINUTE_TIER_SECONDS = 60.0  # a tier polled this often or more often is a minute tier; the others sweep
+FAST_TIER_START_SECONDS = 10.0  # a minute tier starts within this
 START_WINDOW_SECONDS = 120.0
 
 
 def first_run_delay(interval: float, draw: float) -> float:
-    """Seconds from start to a tier's first poll, for `draw` in [0, 1): within 10 s for a tier polled at least
-    once a minute, within half its interval (at most START_WINDOW_SECONDS) for a slower one."""
-    window = FAST_TIER_START_SECONDS if interval <= 60 else min(interval / 2, START_WINDOW_SECONDS)
+    """Seconds from start to a tier's first poll, for `draw` in [0, 1): within 10 s for a minute tier, within
+    half its interval (at most START_WINDOW_SECONDS) for a slower one."""
+    window = FAST_TIER_START_SECONDS if interval <= MINUTE_TIER_SECONDS else min(interval / 2, START_WINDOW_SECONDS)
     return (0.1 + 0.9 * draw) * min(interval, window)
 
 
@@ -344,11 +345,14 @@ class Daemon:
             log.warning("not pinging the systemd watchdog: %s", reason)
 
     def _executor(self, tier: Tier) -> str:
+        """The minute tiers that call through the shared slots run on `calls`; the slower ones, one at a time,
+        on `background`: on a busy A3 three tiers of every five minutes held all three `calls` threads for a
+        minute while the usages and health tiers waited in line for one."""
         if tier.primary:
             return "primary"
         if not self.collection.shares_slots(tier.name):
             return "default"
-        return "background" if tier.background else "calls"
+        return "background" if tier.background or tier.interval > MINUTE_TIER_SECONDS else "calls"
 
     def _schedule(self) -> None:
         """Add every job. A tier starts after its first_run (the main table at once), or else at a random

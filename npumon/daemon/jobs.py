@@ -1,8 +1,9 @@
 """The daemon's scheduler: one APScheduler job per tier or service job, each counted and guarded.
 
 A job never overlaps itself (max_instances=1), a late run is coalesced into one, and the primary tier and the
-watchdog ping have threads of their own, so slow services can never delay them. The tiers that call through
-the npu-smi runner share one thread more than its slots (`calls`). The other jobs share a pool with as many
+watchdog ping have threads of their own, so slow services can never delay them. The minute tiers that call
+through the npu-smi runner share one thread more than its slots (`calls`), the slower ones a thread of their
+own (`background`). The other jobs share a pool with as many
 threads as there are such jobs: none waits for a thread, and none is kept for a job that does not exist
 (threads start only when jobs run at the same time). `stop()` waits for the jobs still running, up to a
 deadline, and says which did not end.
@@ -10,11 +11,14 @@ deadline, and says which did not end.
 
 import concurrent.futures
 import datetime
+import heapq
 import logging
+import math
 import threading
 import time
 from typing import Callable, Dict, List, Optional
 
+from apscheduler.executors.base import BaseExecutor, run_job
 from apscheduler.executors.pool import BasePoolExecutor, ThreadPoolExecutor
 from apscheduler.jobstores.base import JobLookupError
 from apscheduler.schedulers.background import BackgroundScheduler
@@ -23,11 +27,12 @@ from ..logrepeat import Repeats
 
 log = logging.getLogger("npumon.daemon.daemon")  # the daemon's own log name: journal filters use it
 
-# primary: the primary tier's job; watchdog: the systemd ping; calls: the tiers whose calls share the npu-smi
-# runner's slots (npu-smi's queries, hccn_tool's tiers), one more than the slots: a tier that started could only
-# wait for a slot, so the others wait for a thread instead and start when one is free.
-# background: the slot-sharing tiers that sweep what hardly changes (Tier.background), one at a time on a thread
-# of their own: three link sweeps due at once held every `calls` thread for a minute on an A3.
+# primary: the primary tier's job; watchdog: the systemd ping; calls: the minute tiers whose calls share the
+# npu-smi runner's slots (npu-smi's queries, hccn_tool's tiers), one thread more than the slots: a tier that
+# started could only wait for a slot, so the others wait for a thread instead and start when one is free, the
+# tier polled most often first (_TierThreads).
+# background: the slot-sharing tiers polled less often than every minute (sweeps of what hardly changes), one at
+# a time on a thread of their own: three sweeps due at once held every `calls` thread for a minute on an A3.
 EXECUTORS = ("default", "primary", "watchdog", "calls", "background")
 
 
@@ -60,6 +65,68 @@ class _JobThreads(BasePoolExecutor):
             old.shutdown(wait=False)
 
 
+class _TierThreads(BaseExecutor):
+    """The threads of the tiers that share call slots (`calls`, `background`). A tier due while every thread is
+    busy waits for one, and when one comes free the waiting tier with the shortest interval runs first: at start,
+    on a busy A3, the usages tier (every 30 s) waited half a minute in line behind tiers polled every few
+    minutes and went stale. Threads start as jobs wait for them, up to `size`, and stay."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__()
+        self.size = 1
+        self._name = name
+        self._cond = threading.Condition()
+        self._waiting: List[tuple] = []  # heap: (interval, number submitted, job, run_times)
+        self._submitted = 0
+        self._threads = 0
+        self._idle = 0
+        self._closed = False
+
+    def fit(self, jobs: int) -> None:
+        with self._cond:
+            self.size = max(self.size, jobs)
+
+    def _do_submit_job(self, job, run_times) -> None:
+        interval = getattr(job.trigger, "interval", None)  # a one-off (date) job has none: after the others
+        with self._cond:
+            self._submitted += 1
+            heapq.heappush(self._waiting, (interval.total_seconds() if interval is not None else math.inf,
+                                           self._submitted, job, run_times))
+            if not self._idle and self._threads < self.size:
+                thread = threading.Thread(target=self._work, name="{}_{}".format(self._name, self._threads),
+                                          daemon=True)
+                try:
+                    thread.start()
+                    self._threads += 1
+                except RuntimeError as exc:  # can't start new thread: it waits for one of those running
+                    log.debug("%s: no thread started (%s); %d running", self._name, exc, self._threads)
+            self._cond.notify()
+
+    def _work(self) -> None:
+        while True:
+            with self._cond:
+                while not self._waiting:
+                    if self._closed:
+                        self._threads -= 1
+                        return
+                    self._idle += 1
+                    self._cond.wait()
+                    self._idle -= 1
+                _, _, job, run_times = heapq.heappop(self._waiting)
+            try:
+                events = run_job(job, job._jobstore_alias, run_times, self._logger.name)
+            except BaseException as exc:  # noqa: BLE001 - reported to the scheduler, as its pools do
+                self._run_job_error(job.id, exc, exc.__traceback__)
+            else:
+                self._run_job_success(job.id, events)
+
+    def shutdown(self, wait: bool = True) -> None:
+        """The threads end once what waits has run (a job queued before the stop returns at once: Jobs._run)."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+
+
 def _one_thread(name: str) -> ThreadPoolExecutor:
     """A one-thread executor whose thread is named (what py-spy, /proc and a thread dump show)."""
     return ThreadPoolExecutor(1, pool_kwargs={"thread_name_prefix": name})
@@ -83,13 +150,14 @@ def guarded(what: str, func: Callable, *args):
 class Jobs:
     def __init__(self) -> None:
         self._threads = _JobThreads("npumon-jobs")
-        self._call_threads = _JobThreads("npumon-tiers")
+        self._call_threads = _TierThreads("npumon-tiers")
+        self._sweep_threads = _TierThreads("npumon-background")  # one thread: the sweeps take turns
         self._default_jobs: set = set()  # the ids of the jobs on the shared pool
         self.scheduler = BackgroundScheduler(
             timezone="UTC",
             executors={"default": self._threads, "primary": _one_thread("npumon-primary"),
                        "watchdog": _one_thread("npumon-watchdog"), "calls": self._call_threads,
-                       "background": _one_thread("npumon-background")},
+                       "background": self._sweep_threads},
             job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None})
         self._lock = threading.Condition()
         self._running: Dict[str, int] = {}

@@ -47,8 +47,9 @@ class Tier:
     primary: bool = False  # after each of its polls the daemon judges the rules and publishes a Snapshot
     first_run: Optional[float] = None  # seconds until its first poll; None: spread over its first interval
     quick: bool = True  # polled by a default `npumon check` (False: only with --full; slow or costly tiers)
-    # a sweep of what hardly changes, one call at a time: the daemon runs all such tiers of the shared npu-smi
-    # runner on one thread of their own, so they never hold the threads the other tiers' calls need
+    # a sweep of what hardly changes, one call at a time: the daemon runs it, as every tier of the shared npu-smi
+    # runner polled less often than every minute, on one thread of their own, so that they never hold the
+    # threads the minute tiers' calls need
     background: bool = False
     # it reads faults a rule fires on (a driver fault, an ECC count, a link): the daemon judges the rules soon
     # after each of its polls instead of at the primary tier's next pass, up to a table interval later

@@ -5,8 +5,10 @@ hands its calls to its runner's pool rather than starting threads of its own: a 
 slot adds nothing but a task towards the unit's TasksMax, and 16 chips on 5 tiers would be 80 of them. The
 pool's threads start when first needed and stay (at most `workers`); work beyond them waits without a thread.
 
-The tiers take turns: each `map` is a batch, and the threads take one item from each waiting batch in turn, so
-a tier that asks 16 chips does not make a tier that came after it wait for all 16 (first come, first served
+Each `map` is a batch with the deadline of the poll it serves, and a thread takes its next item from the batch
+whose deadline comes first: a minute tier's calls go before a sweep's that has minutes left (the runner's slots
+are taken in the same order). Batches with the same deadline (or none) take turns, one item from each in turn,
+so a tier that asks 16 chips does not make a tier that came after it wait for all 16 (first come, first served
 would leave the later tier's calls out at its deadline). Whatever waits is still bounded by its own deadline:
 the runner refuses a call whose caller's time ran out.
 
@@ -17,6 +19,7 @@ reached), runs the work in the caller's thread instead.
 
 import collections
 import logging
+import math
 import threading
 from typing import Callable, Deque, Generic, List, Optional, Sequence, Tuple, TypeVar
 
@@ -29,8 +32,9 @@ R = TypeVar("R")
 class _Batch(Generic[T, R]):
     """The items of one `map`, their results, and the first error."""
 
-    def __init__(self, func: Callable[[T], R], items: List[T]):
+    def __init__(self, func: Callable[[T], R], items: List[T], deadline: Optional[float]):
         self.func, self.items = func, items
+        self.deadline = math.inf if deadline is None else deadline
         self.results: List[Optional[R]] = [None] * len(items)
         self.error: Optional[BaseException] = None
         self.taken = 0  # items handed to a thread so far (under the pool's lock)
@@ -63,13 +67,14 @@ class CallPool:
         self._closed = False
         self._inside = threading.local()  # set in the pool's own threads
 
-    def map(self, func: Callable[[T], R], items: Sequence[T]) -> List[R]:
+    def map(self, func: Callable[[T], R], items: Sequence[T], deadline: Optional[float] = None) -> List[R]:
         """func(item) for every item, at most `workers` at a time; the results in the items' order. An
-        exception of func is raised here once the other items are done."""
+        exception of func is raised here once the other items are done. `deadline` (time.monotonic()) is when
+        the caller's poll must end: the batches with the earliest go first."""
         items = list(items)
         if len(items) <= 1 or getattr(self._inside, "yes", False):
             return [func(item) for item in items]
-        batch = _Batch(func, items)
+        batch = _Batch(func, items, deadline)
         with self._cond:
             inline = self._closed
             if not inline:
@@ -130,9 +135,10 @@ class CallPool:
                 self._idle += 1
                 self._cond.wait()
                 self._idle -= 1
-            batch = self._waiting.popleft()
+            batch = min(self._waiting, key=lambda waiting: waiting.deadline)  # the first of the earliest
+            self._waiting.remove(batch)
             index = batch.taken
             batch.taken += 1
             if batch.taken < len(batch.items):
-                self._waiting.append(batch)  # its next item after one of every other batch's
+                self._waiting.append(batch)  # its next item after one of every other batch with its deadline
             return batch, index

@@ -16,9 +16,11 @@ A call that npumon's own stop or reload ended (killed by terminate_all, or refus
 """
 
 import codecs
-import collections
 import dataclasses
+import heapq
+import itertools
 import logging
+import math
 import os
 import re
 import selectors
@@ -97,32 +99,40 @@ Spawn = Callable[[List[str], Dict[str, str], float], CommandResult]
 
 
 class Slots:
-    """Call slots taken in the order they were asked for. A threading.Semaphore lets a thread that releases a slot
-    take it again before the waiter it woke runs: a tier that streams 16 calls through the pool kept both slots,
-    and a single call of another tier (`info -m`) waited out its whole minute on a busy A3."""
+    """Call slots taken earliest deadline first, and in the order they were asked for among equal deadlines.
+
+    A caller's deadline is when its tier's poll must end (a minute tier's within 30 s, a sweep of what hardly
+    changes within minutes): on a busy A3 a background sweep that held a slot for every call it made left a
+    minute tier's calls out at its deadline, where the sweep had minutes to spare. Callers without a deadline
+    come after those with one. And the order is kept: a threading.Semaphore lets a thread that releases a slot
+    take it again before the waiter it woke runs (a tier that streams 16 calls through the pool kept both
+    slots, and a single call of another tier waited out its whole minute on a busy A3)."""
 
     def __init__(self, count: int) -> None:
         self._free = count
-        self._waiting: "collections.deque[object]" = collections.deque()  # tickets, first come first served
+        self._waiting: List[Tuple[float, int]] = []  # heap of tickets: (deadline or inf, number asked)
+        self._asked = itertools.count()
         self._cond = threading.Condition()
 
-    def acquire(self, timeout: float) -> bool:
-        """A slot within `timeout` seconds, after every caller that asked before; False when none came."""
+    def acquire(self, timeout: float, deadline: Optional[float] = None) -> bool:
+        """A slot within `timeout` seconds, after every waiting caller with an earlier deadline (or the same one,
+        asked before); False when none came."""
         with self._cond:
             if self._free and not self._waiting:
                 self._free -= 1
                 return True
-            ticket = object()
-            self._waiting.append(ticket)
+            ticket = (math.inf if deadline is None else deadline, next(self._asked))
+            heapq.heappush(self._waiting, ticket)
             until = time.monotonic() + timeout
-            while not (self._free and self._waiting[0] is ticket):
+            while not (self._free and self._waiting[0] == ticket):
                 left = until - time.monotonic()
                 if left <= 0:
                     self._waiting.remove(ticket)
+                    heapq.heapify(self._waiting)
                     self._cond.notify_all()  # the next in line may be first now
                     return False
                 self._cond.wait(left)
-            self._waiting.popleft()
+            heapq.heappop(self._waiting)
             self._free -= 1
             if self._free and self._waiting:
                 self._cond.notify_all()
@@ -198,7 +208,7 @@ class CommandRunner:
         waited_from = time.monotonic()
         wait = SLOT_WAIT_DEADLINES * deadline if not_after is None else max(0.0, not_after - waited_from)
         slots = self._priority_slots if priority else self._slots
-        if not slots.acquire(timeout=wait):
+        if not slots.acquire(timeout=wait, deadline=not_after):
             result = CommandResult(argv, None, "", "", 0.0, queue_seconds=time.monotonic() - waited_from,
                                    error="not run: no free npu-smi slot within {:.1f}s ({} calls running)".format(
                                        wait, self.max_concurrent), started=False)

@@ -83,6 +83,37 @@ def test_background_sweeps_run_one_at_a_time_beside_the_call_tiers():
         jobs.wait_for_running(time.monotonic() + 10)
 
 
+def test_a_tier_waiting_for_a_call_thread_goes_before_tiers_polled_less_often():
+    # at start on a busy A3 the usages tier (every 30 s) waited in line behind tiers of every few minutes
+    jobs = Jobs()
+    jobs.fit_calls(0)  # one thread
+    order, release, busy = [], threading.Event(), threading.Event()
+
+    def job(name):
+        if name == "running":
+            busy.set()
+            release.wait(5)
+        order.append(name)
+
+    jobs.add("npu-smi:running", 60, job, "running", executor="calls", first=0.0)
+    jobs.start()
+    try:
+        busy.wait(5)
+        for name, interval in (("hourly", 3600), ("every 5 min", 300), ("every 30 s", 30)):
+            jobs.add("npu-smi:" + name, interval, job, name, executor="calls", first=0.0)
+        until = time.monotonic() + 5
+        while len(jobs._call_threads._waiting) < 3 and time.monotonic() < until:
+            time.sleep(0.005)
+        release.set()
+        until = time.monotonic() + 5
+        while len(order) < 4 and time.monotonic() < until:
+            time.sleep(0.005)
+    finally:
+        jobs.shutdown()
+        jobs.wait_for_running(time.monotonic() + 10)
+    assert order == ["running", "every 30 s", "every 5 min", "hourly"]
+
+
 def test_the_tiers_that_wait_for_call_slots_run_one_more_at_a_time_than_there_are_slots():
     jobs = Jobs()
     jobs.fit_calls(2)
@@ -112,7 +143,7 @@ def test_the_tiers_that_wait_for_call_slots_run_one_more_at_a_time_than_there_ar
         jobs.wait_for_running(time.monotonic() + 10)
 
 
-def test_the_daemon_runs_npu_smi_queries_and_hccn_tool_tiers_on_the_call_threads_and_sweeps_on_one_more(tmp_path):
+def test_the_daemon_runs_minute_tiers_on_the_call_threads_and_slower_ones_on_one_more(tmp_path):
     from npumon.settings import parse_config
     from npumon.daemon.daemon import Daemon
     from npumon.sim import prepare_simulation
@@ -128,11 +159,12 @@ def test_the_daemon_runs_npu_smi_queries_and_hccn_tool_tiers_on_the_call_threads
     finally:
         daemon.stop()
     assert executors["npu-smi"] == "primary"
-    assert {executors[tier] for tier in ("npu-smi:health", "npu-smi:ecc", "hccn", "hccn:stat", "hccn:optical")} \
-        == {"calls"}
+    assert {executors[tier] for tier in ("npu-smi:usages", "npu-smi:health", "hccn", "hccn:stat")} == {"calls"}
     assert executors["probe"] == executors["host"] == "default"  # calls of their own, no npu-smi slot
-    # the sweeps of what hardly changes queue on one thread of their own instead of holding the call threads
-    assert {executors[tier] for tier in ("npu-smi:identity", "npu-smi:hccs", "npu-smi:hccs_bw", "npu-smi:sio")} \
+    # the sweeps of what hardly changes, and every slower tier, queue on one thread of their own instead of
+    # holding the threads the minute tiers need
+    assert {executors[tier] for tier in ("npu-smi:identity", "npu-smi:hccs", "npu-smi:hccs_bw", "npu-smi:sio",
+                                         "npu-smi:ecc", "hccn:optical", "hccn:bandwidth", "hccn:config")} \
         == {"background"}
 
 

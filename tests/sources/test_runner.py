@@ -128,6 +128,39 @@ def test_a_slot_waiter_whose_time_runs_out_lets_the_next_in_line_go():
     assert got == [("impatient", False), ("patient", True)]
 
 
+def _wait_until(predicate, seconds=5.0):
+    until = time.monotonic() + seconds
+    while not predicate() and time.monotonic() < until:
+        time.sleep(0.005)
+    assert predicate()
+
+
+def test_slots_go_to_the_earliest_deadline_first_then_in_the_order_asked():
+    # a sweep with minutes to spare held a slot for each of its calls while a minute tier's calls waited
+    from npumon.sources.runner import Slots
+
+    slots = Slots(1)
+    assert slots.acquire(0)
+    order = []
+
+    def ask(name, deadline):
+        assert slots.acquire(5, deadline=deadline)
+        order.append(name)
+        slots.release()
+
+    waiters = []
+    for name, deadline in (("no deadline", None), ("sweep", 500.0), ("minute tier", 30.0),
+                           ("second sweep", 500.0)):
+        waiter = threading.Thread(target=ask, args=(name, deadline))
+        waiter.start()
+        waiters.append(waiter)
+        _wait_until(lambda: len(slots._waiting) == len(waiters))
+    slots.release()
+    for waiter in waiters:
+        waiter.join(5)
+    assert order == ["minute tier", "sweep", "second sweep", "no deadline"]
+
+
 def test_a_budget_cuts_a_running_call_off():
     runner = CommandRunner([PY, "-c", "import time; time.sleep(5)"], timeout_seconds=10)
     started = time.monotonic()

@@ -198,6 +198,36 @@ def test_the_batches_take_turns_so_a_later_tier_is_not_left_waiting_for_a_whole_
     assert sorted(order) == ["a0", "a1", "a2", "a3", "a4", "a5", "b0", "b1"]
 
 
+def test_the_batch_whose_poll_must_end_first_goes_first():
+    pool = CallPool(1)
+    order, started, release = [], threading.Event(), threading.Event()
+
+    def work(item):
+        if item == "running":
+            started.set()
+            release.wait(5)
+        order.append(item)
+
+    now = time.monotonic()
+    callers = [threading.Thread(target=pool.map, args=(work, ["running", "x"]))]
+    try:
+        callers[0].start()
+        started.wait(5)
+        for items, deadline in ((["sweep0", "sweep1"], now + 300), (["minute0", "minute1"], now + 30)):
+            callers.append(threading.Thread(target=pool.map, args=(work, items, deadline)))
+            callers[-1].start()
+            until = time.monotonic() + 5
+            while len(pool._waiting) < len(callers) and time.monotonic() < until:
+                time.sleep(0.005)
+        release.set()
+        for caller in callers:
+            caller.join(10)
+    finally:
+        pool.close()
+    # the batch without a deadline comes after both; the minute tier's before the sweep that came first
+    assert order == ["running", "minute0", "minute1", "sweep0", "sweep1", "x"], order
+
+
 def test_when_no_thread_can_start_the_work_runs_in_the_callers_thread(monkeypatch):
     def refuse(self):
         raise RuntimeError("can't start new thread")

@@ -187,7 +187,7 @@ class HccnSource:
         outcomes: List[Tuple[int, int, List[str]]] = []
         if targets:  # on the runner's threads: one per call slot, however many chips and tiers there are
             outcomes = self.runner.pool.map(lambda target: self._poll_chip(tier, target, commands, deadline, started),
-                                            targets)
+                                            targets, deadline)
         answered = sum(1 for ran, _, _ in outcomes if ran)
         left_out = sum(skipped for _, skipped, _ in outcomes)
         problems += [problem for _, _, chip_problems in outcomes for problem in chip_problems]

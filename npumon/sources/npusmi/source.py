@@ -418,7 +418,7 @@ class NpuSmiSource:
 
         if one_at_a_time:
             return [run_one(target) for target in targets]
-        return self.runner.pool.map(run_one, targets)  # its threads follow the slots and serve every tier
+        return self.runner.pool.map(run_one, targets, deadline)  # its threads follow the slots and serve every tier
 
     def _absorb(self, query: str, target: Tuple[int, Optional[int]], result: CommandResult,
                 when: float) -> Optional[str]:
