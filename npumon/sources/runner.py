@@ -23,6 +23,7 @@ import logging
 import math
 import os
 import re
+import select
 import selectors
 import shlex
 import signal
@@ -341,19 +342,44 @@ def _read_bounded(proc: launch.Child, until: float,
 
 def _exited(proc: launch.Child, until: float) -> bool:
     """Whether the child exits by `until`, without reaping it: until it is reaped its pid (and so its process
-    group id) cannot be reused, so the group can still be killed safely."""
-    pause = 0.0005
-    while True:
-        try:
-            if os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT | os.WNOHANG) is not None:
+    group id) cannot be reused, so the group can still be killed safely. A child that closed its output is
+    usually still exiting: waited for on a pidfd (Linux 5.3) in one poll, not by waking up every half
+    millisecond to look, which cost about 70 us of CPU per call."""
+    if _exited_now(proc.pid):
+        return True
+    try:
+        pidfd = os.pidfd_open(proc.pid)  # type: ignore[attr-defined]  # Linux, Python 3.9+
+    except (AttributeError, OSError):  # older kernel or no such call: look again and again
+        return _exited_polling(proc.pid, until)
+    try:
+        poller = select.poll()
+        poller.register(pidfd, select.POLLIN)
+        while True:  # readable once the process has exited
+            left = until - time.monotonic()
+            if left <= 0:
+                return False
+            if poller.poll(left * 1000):
                 return True
-        except ChildProcessError:
-            return True  # reaped elsewhere; proc.wait() copes
+    finally:
+        os.close(pidfd)
+
+
+def _exited_now(pid: int) -> bool:
+    try:
+        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT | os.WNOHANG) is not None
+    except ChildProcessError:
+        return True  # reaped elsewhere; proc.wait() copes
+
+
+def _exited_polling(pid: int, until: float) -> bool:
+    pause = 0.0005
+    while not _exited_now(pid):
         left = until - time.monotonic()
         if left <= 0:
             return False
         time.sleep(min(pause, left))
         pause = min(pause * 2, 0.05)
+    return True
 
 
 def _reap(proc: launch.Child) -> None:

@@ -161,6 +161,16 @@ def test_slots_go_to_the_earliest_deadline_first_then_in_the_order_asked():
     assert order == ["minute tier", "sweep", "second sweep", "no deadline"]
 
 
+def test_a_call_that_closed_its_output_is_waited_for_until_it_exits_or_its_deadline():
+    closes_then_exits = CommandRunner(["/bin/sh", "-c", "exec >&- 2>&-; sleep 0.3; exit 3"], timeout_seconds=5)
+    result = closes_then_exits.run([])
+    assert (result.returncode, result.timed_out) == (3, False)  # its own status, once it exited
+    closes_then_hangs = CommandRunner(["/bin/sh", "-c", "exec >&- 2>&-; sleep 30"], timeout_seconds=0.5)
+    started = time.monotonic()
+    result = closes_then_hangs.run([])
+    assert result.timed_out and time.monotonic() - started < 3
+
+
 def test_a_budget_cuts_a_running_call_off():
     runner = CommandRunner([PY, "-c", "import time; time.sleep(5)"], timeout_seconds=10)
     started = time.monotonic()
