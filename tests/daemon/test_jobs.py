@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from daemon_harness import wait_until
 from npumon.daemon.jobs import Jobs
 
 
@@ -101,13 +102,9 @@ def test_a_tier_waiting_for_a_call_thread_goes_before_tiers_polled_less_often():
         busy.wait(5)
         for name, interval in (("hourly", 3600), ("every 5 min", 300), ("every 30 s", 30)):
             jobs.add("npu-smi:" + name, interval, job, name, executor="calls", first=0.0)
-        until = time.monotonic() + 5
-        while len(jobs._call_threads._waiting) < 3 and time.monotonic() < until:
-            time.sleep(0.005)
+        wait_until(lambda: len(jobs._call_threads._waiting) == 3, 5, interval=0.005, what="the tiers in line")
         release.set()
-        until = time.monotonic() + 5
-        while len(order) < 4 and time.monotonic() < until:
-            time.sleep(0.005)
+        wait_until(lambda: len(order) == 4, 5, interval=0.005, what="the tiers run")
     finally:
         jobs.shutdown()
         jobs.wait_for_running(time.monotonic() + 10)

@@ -8,6 +8,7 @@ import tracemalloc
 
 import psutil
 
+from daemon_harness import wait_until
 from npumon.sources.runner import BINARY_OUTPUT, READ_CHUNK_BYTES, CommandResult, CommandRunner
 
 PY = sys.executable
@@ -128,13 +129,6 @@ def test_a_slot_waiter_whose_time_runs_out_lets_the_next_in_line_go():
     assert got == [("impatient", False), ("patient", True)]
 
 
-def _wait_until(predicate, seconds=5.0):
-    until = time.monotonic() + seconds
-    while not predicate() and time.monotonic() < until:
-        time.sleep(0.005)
-    assert predicate()
-
-
 def test_slots_go_to_the_earliest_deadline_first_then_in_the_order_asked():
     # a sweep with minutes to spare held a slot for each of its calls while a minute tier's calls waited
     from npumon.sources.runner import Slots
@@ -154,7 +148,7 @@ def test_slots_go_to_the_earliest_deadline_first_then_in_the_order_asked():
         waiter = threading.Thread(target=ask, args=(name, deadline))
         waiter.start()
         waiters.append(waiter)
-        _wait_until(lambda: len(slots._waiting) == len(waiters))
+        wait_until(lambda: len(slots._waiting) == len(waiters), 5, interval=0.005, what="the waiters in line")
     slots.release()
     for waiter in waiters:
         waiter.join(5)

@@ -7,6 +7,7 @@ import random
 import threading
 import time
 
+from daemon_harness import wait_until
 from npumon.model import ChipSample
 from npumon.settings import Config, parse_config
 from npumon.sim.simulation import prepare_simulation
@@ -216,9 +217,7 @@ def test_the_batch_whose_poll_must_end_first_goes_first():
         for items, deadline in ((["sweep0", "sweep1"], now + 300), (["minute0", "minute1"], now + 30)):
             callers.append(threading.Thread(target=pool.map, args=(work, items, deadline)))
             callers[-1].start()
-            until = time.monotonic() + 5
-            while len(pool._waiting) < len(callers) and time.monotonic() < until:
-                time.sleep(0.005)
+            wait_until(lambda: len(pool._waiting) == len(callers), 5, interval=0.005, what="the batches in line")
         release.set()
         for caller in callers:
             caller.join(10)
