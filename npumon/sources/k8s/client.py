@@ -22,10 +22,11 @@ _OVER_CAP = re.compile(r"larger than max \((\d+) vs\. (\d+)\)")
 
 
 def grpc_thread_bound() -> int:
-    """The most threads grpc starts for one exchange, all native (a unary call starts no Python thread): its
+    """The threads grpc starts for one exchange, all native (a unary call starts no Python thread): its
     event engine's workers, as many as the host's configured CPUs but at least 4 and at most 16 (grpcio has no
     option or variable that changes it), its timer, its lifeguard, and the one that shuts grpc down when the
-    poll's channel is closed. They end with the poll: the channel is the process's only one."""
+    poll's channel is closed; only when every worker stays busy for a second does grpc's lifeguard add one more
+    per such second. They end with the poll (the channel is the process's only one), before the next one starts."""
     try:
         cpus = os.sysconf("SC_NPROCESSORS_CONF")  # what grpc counts: configured, not only online, CPUs
     except (ValueError, OSError):
