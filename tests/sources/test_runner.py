@@ -9,7 +9,7 @@ import tracemalloc
 import psutil
 
 from daemon_harness import wait_until
-from npumon.sources.runner import BINARY_OUTPUT, READ_CHUNK_BYTES, CommandResult, CommandRunner
+from npumon.sources.runner import BINARY_OUTPUT, READ_CHUNK_BYTES, CommandResult, CommandRunner, Slots
 
 PY = sys.executable
 
@@ -112,8 +112,6 @@ def test_a_caller_gets_its_slot_in_turn_not_after_a_stream_of_calls_that_began_b
 
 
 def test_a_slot_waiter_whose_time_runs_out_lets_the_next_in_line_go():
-    from npumon.sources.runner import Slots
-
     slots = Slots(1)
     assert slots.acquire(0)
     got = []
@@ -131,8 +129,6 @@ def test_a_slot_waiter_whose_time_runs_out_lets_the_next_in_line_go():
 
 def test_slots_go_to_the_earliest_deadline_first_then_in_the_order_asked():
     # a sweep with minutes to spare held a slot for each of its calls while a minute tier's calls waited
-    from npumon.sources.runner import Slots
-
     slots = Slots(1)
     assert slots.acquire(0)
     order = []
